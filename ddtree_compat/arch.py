@@ -1,0 +1,148 @@
+"""GPU architectures: names, families, exact/family predicates and detection.
+
+Each compute capability ``(major, minor)`` is named ``sm{major}{minor}`` (``sm90``, ``sm120``, ``sm121``).
+Gate by exact arch or by family, never by ``>=``: an sm121 (GB10) host is not an sm120 host, and a
+major-version-only gate once made sm121 run sm120-only code. To add an architecture, add a row to
+:data:`ARCHES`.
+
+Detection uses NVML first (``pynvml`` from ``nvidia-ml-py``; no CUDA context in the parent, so
+xdist workers fork cleanly), then ``torch.cuda`` as a fallback. ``DDTREE_FAKE_GPUS="sm120,sm121"``
+replaces detection (for testing the gating on hosts without those cards).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from .errors import ArchError
+
+# name -> (family, product examples). Sources: NVIDIA CUDA GPUs compute-capability table.
+ARCHES: dict[str, tuple[str, str]] = {
+    "sm80": ("ampere", "A100, A30"),
+    "sm86": ("ampere", "RTX 30xx, A10, A40, RTX A6000"),
+    "sm87": ("ampere", "Jetson AGX Orin"),
+    "sm89": ("ada", "RTX 40xx, L4, L40S, RTX 6000 Ada"),
+    "sm90": ("hopper", "H100, H200, GH200"),
+    "sm100": ("blackwell", "B200, GB200"),
+    "sm103": ("blackwell", "B300, GB300"),
+    "sm110": ("blackwell", "Jetson Thor"),
+    "sm120": ("blackwell-rtx", "RTX 50xx, RTX PRO 6000 Blackwell"),
+    "sm121": ("blackwell-rtx", "DGX Spark (GB10)"),
+}
+FAMILIES = tuple(dict.fromkeys(f for f, _ in ARCHES.values()))
+FAKE_ENV = "DDTREE_FAKE_GPUS"
+_NAME = re.compile(r"^sm(\d{1,2})(\d)$")
+
+
+def arch_name(major: int, minor: int) -> str:
+    """``sm{major}{minor}``, e.g. ``(12, 0) -> "sm120"``."""
+    return f"sm{major}{minor}"
+
+
+def parse_arch(name: str) -> tuple[int, int]:
+    """``"sm120" -> (12, 0)``. Raises :class:`ArchError` for anything not ``sm<major><minor>``."""
+    m = _NAME.match(name.strip().lower())
+    if not m:
+        raise ArchError("arch", name, "sm<major><minor>, e.g. " + ", ".join(ARCHES), "not an arch name")
+    return int(m.group(1)), int(m.group(2))
+
+
+def family(name: str) -> str:
+    """Family of a known arch (``sm120 -> blackwell-rtx``); ``sm{major}x`` for an unknown one."""
+    if name in ARCHES:
+        return ARCHES[name][0]
+    return f"sm{parse_arch(name)[0]}x"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One visible GPU. ``index`` is its CUDA ordinal; ``fake`` marks a ``DDTREE_FAKE_GPUS`` entry."""
+
+    index: int
+    name: str
+    major: int
+    minor: int
+    fake: bool = False
+
+    @property
+    def arch(self) -> str:
+        return arch_name(self.major, self.minor)
+
+    @property
+    def family(self) -> str:
+        return family(self.arch)
+
+    def is_arch(self, *names: str) -> bool:
+        """Exact match against arch names."""
+        return self.arch in names
+
+    def in_family(self, *families: str) -> bool:
+        return self.family in families
+
+
+def _fake_gpus(spec: str) -> list[Gpu]:
+    gpus = []
+    for i, name in enumerate(s for s in spec.split(",") if s.strip()):
+        major, minor = parse_arch(name)
+        gpus.append(Gpu(i, f"fake {arch_name(major, minor)}", major, minor, fake=True))
+    return gpus
+
+
+def _nvml_gpus() -> list[Gpu] | None:
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound / DriverNotLoaded: no NVIDIA GPU
+        return None
+    try:
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            gpus.append(Gpu(i, name.decode() if isinstance(name, bytes) else name, major, minor))
+        return _respect_visible_devices(gpus)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _respect_visible_devices(gpus: list[Gpu]) -> list[Gpu]:
+    """NVML lists every GPU; keep those ``CUDA_VISIBLE_DEVICES`` (integer form) exposes, renumbered."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None or not all(v.strip().isdigit() for v in visible.split(",") if v.strip()):
+        return gpus
+    picked = [int(v) for v in visible.split(",") if v.strip()]
+    return [Gpu(new, gpus[old].name, gpus[old].major, gpus[old].minor) for new, old in enumerate(picked)
+            if old < len(gpus)]
+
+
+def _torch_gpus() -> list[Gpu]:
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    for i in range(torch.cuda.device_count()):
+        major, minor = torch.cuda.get_device_capability(i)
+        out.append(Gpu(i, torch.cuda.get_device_name(i), major, minor))
+    return out
+
+
+def detect_gpus() -> list[Gpu]:
+    """Visible GPUs: ``DDTREE_FAKE_GPUS`` if set, else NVML, else ``torch.cuda``; ``[]`` without a GPU.
+
+    Raises:
+        ArchError: ``DDTREE_FAKE_GPUS`` names something that is not an arch.
+    """
+    fake = os.environ.get(FAKE_ENV)
+    if fake:
+        return _fake_gpus(fake)
+    gpus = _nvml_gpus()
+    return gpus if gpus is not None else _torch_gpus()

@@ -1,0 +1,106 @@
+"""Backends: the kernels under test behind one small interface.
+
+A backend is an object with
+
+* ``name``: ``str``, its column in the matrix (``sglang-triton``);
+* ``unavailable_reason(target) -> str | None``: ``None`` when it can run on the
+  :class:`~ddtree_compat.tiers.Target`, else why not (the test is then a *skip* with that reason,
+  counted in the results, never a pass);
+* ``verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index,
+  retrive_next_token, retrive_next_sibling, target_predict) -> None``: SGLang's greedy tree verify,
+  writing the three outputs in place. Shapes and dtypes (``bs`` requests, ``C`` node slots each,
+  ``S = accept_width``): ``predicts`` int32 ``[bs*C]``; ``accept_index`` int32 ``[bs, S]``;
+  ``accept_token_num`` int32 ``[bs]``; the five inputs int64 ``[bs, C]``, on the target's device.
+  Contract: see :func:`ddtree_compat.oracle.verify_greedy_eagle` (elements off the accepted path are
+  left as they were).
+
+Built-ins live one per file here. Third parties register theirs with an entry point in the group
+``ddtree_compat.backends`` (``name = "pkg.module:BackendClass"``) or per run with
+``--ddtree-backend pkg.module:object``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Protocol, runtime_checkable
+
+import torch
+
+from ..errors import BackendError
+from ..tiers import Target
+
+ENTRY_POINT_GROUP = "ddtree_compat.backends"
+BUILTIN = {
+    "oracle": "ddtree_compat.backends.oracle:OracleBackend",
+    "sglang-triton": "ddtree_compat.backends.sglang_triton:SGLangTritonBackend",
+    "sglang-cuda": "ddtree_compat.backends.sglang_cuda:SGLangCudaBackend",
+}
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def unavailable_reason(self, target: Target) -> str | None: ...
+
+    def verify_tree_greedy(
+        self,
+        predicts: torch.Tensor,
+        accept_index: torch.Tensor,
+        accept_token_num: torch.Tensor,
+        candidates: torch.Tensor,
+        retrive_index: torch.Tensor,
+        retrive_next_token: torch.Tensor,
+        retrive_next_sibling: torch.Tensor,
+        target_predict: torch.Tensor,
+    ) -> None: ...
+
+
+def registered() -> dict[str, str]:
+    """Backend name -> ``module:object``: built-ins, then entry points (a built-in name is not overridden)."""
+    specs = dict(BUILTIN)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        specs.setdefault(ep.name, ep.value)
+    return specs
+
+
+def _load(spec: str, where: str) -> Backend:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise BackendError(where, spec, "a registered name or module:object", "not module:object")
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise BackendError(where, spec, "an importable module:object", f"cannot load ({type(e).__name__}: {e})")
+    backend = obj() if isinstance(obj, type) else obj
+    if not isinstance(backend, Backend):
+        raise BackendError(where, spec, "an object with name, unavailable_reason, verify_tree_greedy",
+                           "not a backend")
+    return backend
+
+
+def resolve(selection: list[str] | None) -> list[Backend]:
+    """Backends for a run: each item a registered name or ``module:object``; ``None`` or ``[]`` = all registered.
+
+    Loading a built-in imports only our adapter, never SGLang (adapters import lazily), so a missing
+    SGLang is a skip at test time, not an error here.
+
+    Raises:
+        BackendError: unknown name, or a spec that does not load to a backend.
+    """
+    specs = registered()
+    chosen = selection or list(specs)
+    backends = []
+    for item in chosen:
+        if item in specs:
+            backends.append(_load(specs[item], "--ddtree-backend"))
+        elif ":" in item:
+            backends.append(_load(item, "--ddtree-backend"))
+        else:
+            raise BackendError("--ddtree-backend", item, ", ".join(specs) + ", or module:object", "unknown backend")
+    names = [b.name for b in backends]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise BackendError("--ddtree-backend", dup, "each backend once", "duplicate backend name")
+    return backends

@@ -1,0 +1,130 @@
+"""Kernel buffers with poison and canary bands, laid out the way SGLang lays out a verify batch.
+
+Every tensor handed to a kernel is a view into a larger allocation: ``CANARY_BAND`` elements of
+:data:`CANARY` on each side, so an out-of-bounds write shows as a changed canary. Outputs are filled
+with :data:`POISON` before the call, so an element the kernel should have written but did not keeps
+the poison and fails the comparison; elements the contract says stay untouched must still hold it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from .cases import VerifyCase
+from .oracle import to_eagle, verify_greedy_eagle
+
+POISON = -0x2DD7EE  # never a token, index or count; fits int32
+CANARY = 0x5CA9A7  # distinct from POISON and from -1 padding
+CANARY_BAND = 32
+PADDING = -1
+
+
+@dataclass
+class Guarded:
+    """A tensor view with canary bands on both sides of its storage.
+
+    Attributes:
+        storage: flat ``[CANARY_BAND + numel + CANARY_BAND]`` allocation.
+        view: the tensor the kernel sees (contiguous, the requested shape).
+    """
+
+    storage: torch.Tensor
+    view: torch.Tensor
+
+    @classmethod
+    def of(cls, values: torch.Tensor, device: str | torch.device) -> "Guarded":
+        n = values.numel()
+        storage = torch.full((n + 2 * CANARY_BAND,), CANARY, dtype=values.dtype, device=device)
+        view = storage[CANARY_BAND:CANARY_BAND + n].view(values.shape)
+        view.copy_(values.to(device))
+        return cls(storage, view)
+
+    def damaged_canaries(self) -> list[int]:
+        """Offsets (negative: before the view, ``>= numel``: after) of canary elements that changed."""
+        s = self.storage.cpu()
+        n = self.view.numel()
+        bad = (s[:CANARY_BAND] != CANARY).nonzero().flatten().tolist()
+        after = (s[CANARY_BAND + n:] != CANARY).nonzero().flatten().tolist()
+        return [i - CANARY_BAND for i in bad] + [n + i for i in after]
+
+
+@dataclass
+class VerifyBuffers:
+    """The eight tensors of ``verify_tree_greedy`` (SGLang names and dtypes; ``bs`` requests, ``C`` slots).
+
+    Outputs (poisoned):
+        predicts: int32 ``[bs * C]``.
+        accept_index: int32 ``[bs, accept_width]``.
+        accept_token_num: int32 ``[bs]``.
+    Inputs:
+        candidates, retrive_index, retrive_next_token, retrive_next_sibling, target_predict:
+        int64 ``[bs, C]``; ``retrive_index[b, k] = b * C + k``; padding slots ``k >= D`` are -1
+        (``target_predict`` padding too).
+    """
+
+    predicts: Guarded
+    accept_index: Guarded
+    accept_token_num: Guarded
+    candidates: Guarded
+    retrive_index: Guarded
+    retrive_next_token: Guarded
+    retrive_next_sibling: Guarded
+    target_predict: Guarded
+
+    OUTPUTS = ("predicts", "accept_index", "accept_token_num")
+    INPUTS = ("candidates", "retrive_index", "retrive_next_token", "retrive_next_sibling", "target_predict")
+
+    def views(self) -> dict[str, torch.Tensor]:
+        """Name -> tensor, in the kernels' argument order."""
+        return {f.name: getattr(self, f.name).view for f in fields(self)}
+
+    def guarded(self) -> dict[str, Guarded]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def eagle_inputs(case: VerifyCase) -> dict[str, torch.Tensor]:
+    """The case's five int64 ``[bs, C]`` input tensors on the CPU (padding -1)."""
+    bs, cap, d = case.batch, case.slots, case.num_nodes
+    out = {name: torch.full((bs, cap), PADDING, dtype=torch.int64) for name in VerifyBuffers.INPUTS}
+    for b, req in enumerate(case.requests):
+        eagle = to_eagle(req.tree)
+        out["candidates"][b, :d] = torch.tensor(eagle.candidates)
+        out["retrive_index"][b, :d] = torch.tensor(eagle.retrive_index) + b * cap
+        out["retrive_next_token"][b, :d] = torch.tensor(eagle.retrive_next_token)
+        out["retrive_next_sibling"][b, :d] = torch.tensor(eagle.retrive_next_sibling)
+        out["target_predict"][b, :d] = torch.tensor(req.target_predict)
+    return out
+
+
+def make_verify_buffers(case: VerifyCase, device: str | torch.device) -> VerifyBuffers:
+    """Allocate guarded, poisoned buffers for ``case`` on ``device``."""
+    bs, cap = case.batch, case.slots
+    inputs = eagle_inputs(case)
+    outputs = {
+        "predicts": torch.full((bs * cap,), POISON, dtype=torch.int32),
+        "accept_index": torch.full((bs, case.width), POISON, dtype=torch.int32),
+        "accept_token_num": torch.full((bs,), POISON, dtype=torch.int32),
+    }
+    return VerifyBuffers(**{k: Guarded.of(v, device) for k, v in {**outputs, **inputs}.items()})
+
+
+def expected_outputs(case: VerifyCase) -> dict[str, torch.Tensor]:
+    """The three outputs as the kernel must leave them (int32, CPU): oracle values, POISON where untouched.
+
+    Computed by :func:`ddtree_compat.oracle.verify_greedy_eagle` over the laid-out inputs; callers
+    cross-check it against the tree-level :meth:`VerifyCase.expected`.
+    """
+    inp = {k: v.tolist() for k, v in eagle_inputs(case).items()}
+    out = verify_greedy_eagle(inp["candidates"], inp["retrive_index"], inp["retrive_next_token"],
+                              inp["retrive_next_sibling"], inp["target_predict"], case.width)
+
+    def fill(values):
+        return [POISON if v is None else v for v in values]
+
+    return {
+        "predicts": torch.tensor(fill(out.predicts), dtype=torch.int32),
+        "accept_index": torch.tensor([fill(r) for r in out.accept_index], dtype=torch.int32),
+        "accept_token_num": torch.tensor(out.accept_token_num, dtype=torch.int32),
+    }

@@ -1,0 +1,344 @@
+"""Verify cases: data that fully determines one kernel call, its JSON form, and the sweep grid.
+
+A :class:`VerifyCase` holds explicit arrays (parents, tokens, target_predict per request), so a case
+written to JSON replays bit-for-bit with ``python -m ddtree_compat replay CASE.json``. Grid cases are
+generated deterministically from their parameters (xdist workers collect identical grids).
+
+Planted acceptance: ``target_predict`` is chosen so the oracle's accepted path is known in advance:
+``none`` (root only), ``first`` (one draft), ``partial`` (a path stopping above the deepest level),
+``deep`` (down to a deepest leaf), ``sibling`` (a path through a child that is not its parent's first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .errors import CaseError
+from .oracle import VerifyResult, verify_greedy
+from .topologies import TOPOLOGIES, supports_budget
+from .tree import DraftTree
+
+PLANTS = ("none", "first", "partial", "deep", "sibling")
+PROFILES = ("default", "full")
+DEFAULT_VOCAB = 1024
+SCHEMA = "ddtree-compat/verify-case/1"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request of a batch: its draft tree and the target's argmax token per node (length ``D``)."""
+
+    parents: tuple[int, ...]
+    tokens: tuple[int, ...]
+    target_predict: tuple[int, ...]
+
+    @property
+    def tree(self) -> DraftTree:
+        return DraftTree(self.parents, self.tokens)
+
+
+@dataclass(frozen=True)
+class VerifyCase:
+    """One ``verify_tree_greedy`` call: a batch of requests sharing budget ``B`` (``D = B + 1`` nodes each).
+
+    Attributes:
+        budget: node budget ``B >= 0`` (drafted nodes, root excluded).
+        block_size: DFlash block size; depth limit ``L = block_size - 1``; spine mode iff ``B <= L``.
+        topology: a name from :data:`ddtree_compat.topologies.TOPOLOGIES` or ``"custom"``.
+        plant: planted acceptance, one of :data:`PLANTS` or ``"custom"``.
+        seed: the generator seed (informational for custom cases).
+        vocab: token ids are in ``[0, vocab)``.
+        requests: ``bs >= 1`` requests.
+        capacity: node slots per request in the kernel buffers (``C >= D``; ``None`` = ``D``). Slots
+            ``D..C-1`` are padding (-1), as with buffers sized for a CUDA graph of capacity ``C``.
+        accept_width: columns of ``accept_index`` (SGLang: ``spec_steps + 1``); ``None`` =
+            ``min(D, block_size)``, enough for the deepest path a DDTree of this budget can have.
+        topk_cap: the per-depth top-k cap the tree was built with (``None``: paper's ``min(B, V)``).
+        origin: ``grid``, ``hypothesis`` or ``file``.
+
+    Raises:
+        CaseError: via :meth:`check`, naming the first bad field.
+    """
+
+    budget: int
+    block_size: int
+    topology: str
+    plant: str
+    seed: int
+    vocab: int
+    requests: tuple[Request, ...]
+    capacity: int | None = None
+    accept_width: int | None = None
+    topk_cap: int | None = None
+    origin: str = "grid"
+
+    # ---------------------------------------------------------------- derived
+    @property
+    def num_nodes(self) -> int:
+        return self.budget + 1
+
+    @property
+    def batch(self) -> int:
+        return len(self.requests)
+
+    @property
+    def slots(self) -> int:
+        """``C``: node slots per request in the buffers."""
+        return self.capacity if self.capacity is not None else self.num_nodes
+
+    @property
+    def width(self) -> int:
+        """Columns of ``accept_index``."""
+        return self.accept_width if self.accept_width is not None else min(self.num_nodes, self.block_size)
+
+    @property
+    def mode(self) -> str:
+        """SGLang DDTree mode for this budget: ``spine`` (``B <= block_size - 1``) or ``tree``."""
+        return "spine" if self.budget <= self.block_size - 1 else "tree"
+
+    @property
+    def layout(self) -> str:
+        """``exact`` when buffers hold ``D`` slots per request, else ``cap<C>`` (padded)."""
+        return "exact" if self.slots == self.num_nodes else f"cap{self.slots}"
+
+    @property
+    def id(self) -> str:
+        """Readable id, e.g. ``b8-spine-deep-bs3`` (block size, capacity and origin added when not default)."""
+        parts = [f"b{self.budget}", self.topology, self.plant, f"bs{self.batch}"]
+        if self.block_size != 16:
+            parts.append(f"blk{self.block_size}")
+        if self.layout != "exact":
+            parts.append(self.layout)
+        if self.origin != "grid":
+            parts.append(f"{self.origin}{self.seed}")
+        return "-".join(parts)
+
+    def expected(self) -> tuple[VerifyResult, ...]:
+        """The oracle's verify result per request."""
+        return tuple(verify_greedy(r.tree, r.target_predict, self.width - 1) for r in self.requests)
+
+    # ---------------------------------------------------------------- validation
+    def check(self, where: str = "case") -> "VerifyCase":
+        """Validate every field; return ``self``. Raises :class:`CaseError` on the first bad one."""
+        where = f"{where} {self.id}" if self.requests else where
+        if not isinstance(self.budget, int) or self.budget < 0:
+            raise CaseError("budget", self.budget, "integer >= 0", "out of range", where)
+        if not isinstance(self.block_size, int) or self.block_size < 2:
+            raise CaseError("block_size", self.block_size, "integer >= 2", "out of range", where)
+        if self.topology not in (*TOPOLOGIES, "custom"):
+            raise CaseError("topology", self.topology, ", ".join((*TOPOLOGIES, "custom")), "unknown", where)
+        if self.plant not in (*PLANTS, "custom"):
+            raise CaseError("plant", self.plant, ", ".join((*PLANTS, "custom")), "unknown", where)
+        if not isinstance(self.vocab, int) or self.vocab < 2:
+            raise CaseError("vocab", self.vocab, "integer >= 2", "out of range", where)
+        if self.topk_cap is not None and (not isinstance(self.topk_cap, int) or self.topk_cap < 1):
+            raise CaseError("topk_cap", self.topk_cap, "null or integer >= 1", "out of range", where)
+        if not self.requests:
+            raise CaseError("requests", [], "a list of >= 1 request", "empty batch", where)
+        if self.capacity is not None and (not isinstance(self.capacity, int) or self.capacity < self.num_nodes):
+            raise CaseError("capacity", self.capacity, f"null or integer >= D = {self.num_nodes}", "too small", where)
+        if self.accept_width is not None and (not isinstance(self.accept_width, int) or self.accept_width < 1):
+            raise CaseError("accept_width", self.accept_width, "null or integer >= 1", "out of range", where)
+        for b, r in enumerate(self.requests):
+            at = f"{where} request {b}"
+            if len(r.parents) != self.num_nodes:
+                raise CaseError("parents", f"{len(r.parents)} nodes", f"D = budget + 1 = {self.num_nodes}", "length", at)
+            tree = r.tree  # checks parent order and token count
+            if tree.max_depth > self.block_size - 1:
+                raise CaseError("parents", f"depth {tree.max_depth}", f"depth <= block_size - 1 = {self.block_size - 1}",
+                                "too deep", at)
+            if len(r.target_predict) != self.num_nodes:
+                raise CaseError("target_predict", f"{len(r.target_predict)} tokens", f"{self.num_nodes}", "length", at)
+            bad = [t for t in (*r.tokens, *r.target_predict) if not 0 <= t < self.vocab]
+            if bad:
+                raise CaseError("tokens", bad[0], f"0..{self.vocab - 1} (vocab {self.vocab})", "out of range", at)
+        return self
+
+    # ---------------------------------------------------------------- JSON
+    def to_json(self) -> str:
+        data = {"schema": SCHEMA, **asdict(self)}
+        data["requests"] = [asdict(r) for r in self.requests]
+        return json.dumps(data, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "case JSON") -> "VerifyCase":
+        """Parse and validate. Raises :class:`CaseError` on bad JSON, unknown keys or bad values."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CaseError("json", text[:40], "a JSON object written by VerifyCase.to_json", f"not JSON ({e.msg})", where)
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise CaseError("schema", data.get("schema") if isinstance(data, dict) else type(data).__name__,
+                            SCHEMA, "wrong schema", where)
+        names = {f for f in cls.__dataclass_fields__}
+        unknown = set(data) - names - {"schema"}
+        if unknown:
+            raise CaseError(sorted(unknown)[0], data[sorted(unknown)[0]], ", ".join(sorted(names)), "unknown field", where)
+        missing = {"budget", "block_size", "topology", "plant", "seed", "vocab", "requests"} - set(data)
+        if missing:
+            raise CaseError(sorted(missing)[0], None, "present", "missing", where)
+        try:
+            reqs = tuple(Request(tuple(r["parents"]), tuple(r["tokens"]), tuple(r["target_predict"]))
+                         for r in data["requests"])
+        except (TypeError, KeyError) as e:
+            raise CaseError("requests", str(e), "objects with parents, tokens, target_predict", "malformed", where)
+        fields = {k: v for k, v in data.items() if k not in ("schema", "requests")}
+        return cls(requests=reqs, **fields).check(where)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``<directory>/<id>.json``; return its path."""
+        path = Path(directory) / f"{self.id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "VerifyCase":
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise CaseError("path", str(path), "a readable case JSON file", e.strerror or "unreadable")
+        return cls.from_json(text, where=str(path))
+
+
+# --------------------------------------------------------------------------------------------------
+# Planting acceptance
+# --------------------------------------------------------------------------------------------------
+
+
+def plant_path(tree: DraftTree, plant: str, rng: np.random.Generator) -> tuple[int, ...] | None:
+    """Choose the accepted path for a plant, or ``None`` when this tree cannot host it."""
+    d = tree.depths
+    if plant == "none":
+        return (0,)
+    if plant == "first":
+        kids = tree.children[0]
+        return (0, int(rng.choice(kids))) if kids else None
+    if plant == "deep":
+        if tree.max_depth < 2:
+            return None
+        leaves = [n for n in range(tree.num_nodes) if d[n] == tree.max_depth]
+        return tree.path_to(int(rng.choice(leaves)))
+    if plant == "partial":
+        if tree.max_depth < 3:
+            return None
+        depth = int(rng.integers(2, tree.max_depth))
+        return tree.path_to(int(rng.choice([n for n in range(tree.num_nodes) if d[n] == depth])))
+    if plant == "sibling":
+        later = [n for n in range(1, tree.num_nodes) if tree.children[tree.parents[n]][0] != n]
+        if not later:
+            return None
+        path = list(tree.path_to(int(rng.choice(later))))
+        while tree.children[path[-1]] and rng.random() < 0.7:
+            path.append(int(rng.choice(tree.children[path[-1]])))
+        return tuple(path)
+    raise CaseError("plant", plant, ", ".join(PLANTS), "unknown")
+
+
+def target_for_path(tree: DraftTree, path: tuple[int, ...], rng: np.random.Generator, vocab: int) -> tuple[int, ...]:
+    """``target_predict`` that makes the greedy walk accept exactly ``path``.
+
+    On the path: each node's target is the next node's token; at the last node a token none of its
+    children hold (the bonus token). Off the path: random tokens (the walk never reads them).
+    """
+    target = [int(t) for t in rng.integers(vocab, size=tree.num_nodes)]
+    for u, v in zip(path, path[1:]):
+        target[u] = tree.tokens[v]
+    taken = {tree.tokens[c] for c in tree.children[path[-1]]}
+    bonus = int(rng.integers(vocab))
+    while bonus in taken:
+        bonus = (bonus + 1) % vocab
+    target[path[-1]] = bonus
+    return tuple(target)
+
+
+def _seed(*key: object) -> int:
+    return zlib.crc32(repr(key).encode())
+
+
+def make_case(budget: int, topology: str, plant: str, batch: int, block_size: int = 16,
+              vocab: int = DEFAULT_VOCAB, topk_cap: int | None = None, capacity: int | None = None,
+              attempts: int = 64) -> VerifyCase | None:
+    """Generate one grid case, or ``None`` when the topology cannot host the plant at this budget.
+
+    Each request draws its own tree (seeded from the case parameters and the request index); a draw
+    that cannot host the plant is redrawn up to ``attempts`` times.
+    """
+    if not supports_budget(topology, budget, block_size, vocab, topk_cap):
+        return None
+    if budget == 0 and plant != "none":
+        return None
+    seed = _seed(budget, topology, plant, batch, block_size, vocab, topk_cap)
+    rng = np.random.default_rng(seed)
+    fn = TOPOLOGIES[topology]
+    requests = []
+    for _ in range(batch):
+        for _attempt in range(attempts):
+            tree = fn(budget, block_size, rng, vocab, topk_cap)
+            path = plant_path(tree, plant, rng) if tree.budget == budget else None
+            if path is not None:
+                break
+        else:
+            return None
+        requests.append(Request(tree.parents, tree.tokens, target_for_path(tree, path, rng, vocab)))
+    case = VerifyCase(budget, block_size, topology, plant, seed, vocab, tuple(requests), capacity=capacity,
+                      topk_cap=topk_cap)
+    return case.check()
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """Axes of a sweep profile."""
+
+    budgets: tuple[int, ...]
+    block_sizes: tuple[int, ...]
+    batches: tuple[int, ...]
+    topologies: tuple[str, ...] = tuple(TOPOLOGIES)
+    plants: tuple[str, ...] = PLANTS
+    # batch sizes that also get a padded layout: buffers of capacity C = max(block_size, D) > D,
+    # accept_index of width block_size (the CUDA-graph sizing behind the field failure, B = 8 / 12).
+    padded_batches: tuple[int, ...] = (3,)
+
+
+PROFILE_GRIDS: dict[str, GridSpec] = {
+    "default": GridSpec(budgets=(0, 1, 2, 3, 7, 8, 12, 14, 15, 16, 17, 31, 32, 33, 63, 64),
+                        block_sizes=(16,), batches=(1, 3, 8)),
+    "full": GridSpec(budgets=(0, 1, 2, 3, 7, 8, 12, 14, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256),
+                     block_sizes=(8, 16, 32), batches=(1, 3, 8, 64), padded_batches=(3, 64)),
+}
+
+
+def check_profile(profile: str) -> str:
+    if profile not in PROFILE_GRIDS:
+        raise CaseError("profile", profile, ", ".join(PROFILE_GRIDS), "unknown profile")
+    return profile
+
+
+@lru_cache(maxsize=4)
+def grid(profile: str = "default") -> tuple[VerifyCase, ...]:
+    """All valid verify cases of a profile, in a stable order (budget, block size, topology, plant, batch)."""
+    spec = PROFILE_GRIDS[check_profile(profile)]
+    cases = []
+    for budget in spec.budgets:
+        for block_size in spec.block_sizes:
+            for topology in spec.topologies:
+                for plant in spec.plants:
+                    for batch in spec.batches:
+                        case = make_case(budget, topology, plant, batch, block_size)
+                        if case is None:
+                            continue
+                        cases.append(case)
+                        if batch in spec.padded_batches and case.num_nodes < block_size:
+                            cases.append(replace(case, capacity=block_size, accept_width=block_size))
+    return tuple(cases)
+
+
+__all__ = ["PLANTS", "PROFILES", "Request", "VerifyCase", "GridSpec", "PROFILE_GRIDS", "grid", "make_case",
+           "plant_path", "target_for_path", "check_profile"]

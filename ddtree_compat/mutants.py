@@ -1,0 +1,78 @@
+"""Deliberately wrong ``verify_tree_greedy`` backends (test-only), proving each check can fail.
+
+Each wraps the oracle backend and breaks one thing. Use with ``--ddtree-backend
+ddtree_compat.mutants:ZeroAccept`` etc. Expected outcomes: ``ZeroAccept`` -> ``zero-accept``;
+``SkipsPredicts``, ``WritesTail``, ``OutOfBounds``, ``OffByOne`` -> ``wrong``; ``Raises`` -> ``fault``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .backends.oracle import OracleBackend
+
+
+class ZeroAccept(OracleBackend):
+    """Accepts nothing: the root's target as bonus, ``accept_token_num = 0`` (the field symptom)."""
+
+    name = "mutant-zero-accept"
+
+    def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
+                           retrive_next_token, retrive_next_sibling, target_predict) -> None:
+        bs, cap = candidates.shape
+        for b in range(bs):
+            root = int(retrive_index[b, 0])
+            accept_index[b, 0] = root
+            predicts[root] = target_predict.flatten()[root].to(predicts.dtype)
+        accept_token_num.zero_()
+
+
+class SkipsPredicts(OracleBackend):
+    """Correct walk, but never writes ``predicts`` (an unwritten output: the poison shows)."""
+
+    name = "mutant-skips-predicts"
+
+    def verify_tree_greedy(self, predicts, *args) -> None:
+        scratch = predicts.clone()
+        super().verify_tree_greedy(scratch, *args)
+
+
+class WritesTail(OracleBackend):
+    """Correct, then fills ``accept_index`` past the accepted path with -1 (writes the contract forbids)."""
+
+    name = "mutant-writes-tail"
+
+    def verify_tree_greedy(self, predicts, accept_index, accept_token_num, *args) -> None:
+        super().verify_tree_greedy(predicts, accept_index, accept_token_num, *args)
+        for b in range(accept_index.shape[0]):
+            accept_index[b, int(accept_token_num[b]) + 1:] = -1
+
+
+class OutOfBounds(OracleBackend):
+    """Correct, then writes one element past the end of ``accept_token_num`` (a canary catches it)."""
+
+    name = "mutant-out-of-bounds"
+
+    def verify_tree_greedy(self, predicts, accept_index, accept_token_num, *args) -> None:
+        super().verify_tree_greedy(predicts, accept_index, accept_token_num, *args)
+        flat = torch.as_strided(accept_token_num, (accept_token_num.numel() + 1,), (1,))
+        flat[-1] = 0
+
+
+class OffByOne(OracleBackend):
+    """Reports one accepted draft too many."""
+
+    name = "mutant-off-by-one"
+
+    def verify_tree_greedy(self, predicts, accept_index, accept_token_num, *args) -> None:
+        super().verify_tree_greedy(predicts, accept_index, accept_token_num, *args)
+        accept_token_num += 1
+
+
+class Raises(OracleBackend):
+    """Raises a CUDA-style error (classified ``illegal-instruction``)."""
+
+    name = "mutant-raises"
+
+    def verify_tree_greedy(self, *args) -> None:
+        raise RuntimeError("CUDA error: an illegal instruction was encountered")

@@ -1,0 +1,194 @@
+"""The durable results file: JSON lines, appended and flushed as each cell finishes.
+
+Two kinds of line, each a JSON object with ``"kind"``:
+
+* ``env``: one per writing process: ``env_id``, host, GPUs (name, arch, compute capability), driver,
+  CUDA, torch, triton, sglang versions, tier, profile, start time.
+* ``result``: one per cell: :class:`ResultRecord` fields, with the ``env_id`` of its process.
+
+Appends take a file lock (``<path>.lock``), so xdist workers and several runs can share one file, and
+files from several runners concatenate or merge into one matrix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+import time
+from dataclasses import MISSING, asdict, dataclass, fields
+from pathlib import Path
+from typing import Iterable
+
+from filelock import FileLock
+
+from .arch import detect_gpus
+from .errors import ResultsFileError
+from .harness import OUTCOMES
+
+
+@dataclass
+class ResultRecord:
+    """One cell of the matrix.
+
+    Attributes:
+        kernel: kernel under test (``verify_tree_greedy``).
+        tier: ``interpret`` or ``device`` (later: ``static``, ``e2e``).
+        backend: backend name.
+        arch: ``sm{major}{minor}`` of the device, ``interpret`` for the CPU interpreter.
+        case_id, budget, topology, plant, batch, block_size, mode: the case's coordinates.
+        layout: ``exact`` (buffers of ``D`` slots) or ``cap<C>`` (padded to capacity ``C``).
+        outcome: one of ``pass, wrong, zero-accept, fault, skip``.
+        duration_s: kernel wall seconds.
+        message: what differed / the error / the skip reason.
+        fault_class: for faults.
+        nodeid: pytest node id (the replay handle).
+        case_path: the case's JSON file (written on failure), or ``""``.
+        env_id: the ``env`` line this result belongs to.
+    """
+
+    kernel: str
+    tier: str
+    backend: str
+    arch: str
+    case_id: str
+    budget: int
+    topology: str
+    plant: str
+    batch: int
+    block_size: int
+    mode: str
+    outcome: str
+    layout: str = "exact"
+    duration_s: float = 0.0
+    message: str = ""
+    fault_class: str | None = None
+    nodeid: str = ""
+    case_path: str = ""
+    env_id: str = ""
+    time: float = 0.0
+
+
+def _version(module: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(module)
+    except Exception:  # noqa: BLE001 - not installed
+        return None
+
+
+def environment(tier: str, profile: str) -> dict:
+    """The ``env`` header for this process. Reads GPUs through NVML (no CUDA init)."""
+    driver = None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else driver
+        pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML / no driver
+        pass
+    try:
+        import torch
+
+        cuda = torch.version.cuda
+    except ImportError:
+        cuda = None
+    env = {
+        "kind": "env",
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "gpus": [{"index": g.index, "name": g.name, "arch": g.arch, "cc": f"{g.major}.{g.minor}", "fake": g.fake}
+                 for g in detect_gpus()],
+        "driver": driver,
+        "cuda": cuda,
+        "torch": _version("torch"),
+        "triton": _version("triton"),
+        "sglang": _version("sglang"),
+        "ddtree_compat": _version("ddtree-compat"),
+        "triton_interpret": os.environ.get("TRITON_INTERPRET") == "1",
+        "tier": tier,
+        "profile": profile,
+    }
+    # Same machine + software + tier = same id, so xdist workers' headers collapse into one.
+    env["env_id"] = hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]
+    env["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return env
+
+
+class ResultsWriter:
+    """Appends lines to a results file under a lock, writing this process's ``env`` line first."""
+
+    def __init__(self, path: str | os.PathLike, env: dict):
+        self.path = Path(path)
+        self.env = env
+        self._env_written = False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.path) + ".lock")
+
+    def _append(self, lines: Iterable[dict]) -> None:
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            for line in lines:
+                f.write(json.dumps(line, separators=(",", ":")) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def write(self, record: ResultRecord) -> None:
+        record.env_id = self.env["env_id"]
+        record.time = record.time or time.time()
+        lines = [] if self._env_written else [self.env]
+        self._append([*lines, {"kind": "result", **asdict(record)}])
+        self._env_written = True
+
+
+@dataclass
+class Results:
+    """A loaded set of results files."""
+
+    envs: dict[str, dict]
+    records: list[ResultRecord]
+
+
+def load(paths: Iterable[str | os.PathLike]) -> Results:
+    """Read and validate results files.
+
+    Raises:
+        ResultsFileError: unreadable file, a line that is not a JSON object, an unknown ``kind``,
+            missing fields or an unknown outcome; the message names file and line.
+    """
+    envs: dict[str, dict] = {}
+    records: list[ResultRecord] = []
+    names = {f.name for f in fields(ResultRecord)}
+    required = {f.name for f in fields(ResultRecord) if f.default is MISSING}
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ResultsFileError("path", str(path), "a readable JSONL results file", str(e).split(":")[0])
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                raise ResultsFileError("line", line[:40], "one JSON object per line (JSONL)", "not JSON", where)
+            if not isinstance(obj, dict) or obj.get("kind") not in ("env", "result"):
+                kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
+                raise ResultsFileError("kind", kind, "env, result", "unknown line kind", where)
+            if obj["kind"] == "env":
+                envs[obj.get("env_id", "")] = obj
+                continue
+            body = {k: v for k, v in obj.items() if k in names}
+            missing = required - set(body)
+            if missing:
+                raise ResultsFileError(sorted(missing)[0], None, "present in every result line", "missing", where)
+            if body["outcome"] not in OUTCOMES:
+                raise ResultsFileError("outcome", body["outcome"], ", ".join(OUTCOMES), "unknown outcome", where)
+            records.append(ResultRecord(**body))
+    return Results(envs, records)

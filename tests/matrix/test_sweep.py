@@ -1,0 +1,31 @@
+"""The main job end to end on the CPU: ``python -m ddtree_compat sweep`` writes results and a report."""
+
+import json
+import subprocess
+import sys
+
+
+def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
+    out = tmp_path / "results"
+    r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "--out-dir", str(out),
+                        "--name", "slice", "-n", "1", "--", "-k", "b8-spine or b12-fanout"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = [json.loads(x) for x in (out / "slice.jsonl").read_text().splitlines()]
+    results = [x for x in lines if x["kind"] == "result"]
+    envs = [x for x in lines if x["kind"] == "env"]
+    assert envs and envs[0]["tier"] == "interpret" and envs[0]["triton_interpret"] is True
+    cases = {x["case_id"] for x in results}
+    assert "b8-spine-deep-bs3" in cases and "b12-fanout-sibling-bs8" in cases
+    by_backend = {}
+    for x in results:
+        by_backend.setdefault(x["backend"], set()).add(x["outcome"])
+    assert by_backend == {"oracle": {"pass"}, "sglang-triton": {"pass"}, "sglang-cuda": {"skip"}}
+    report = (out / "slice.md").read_text()
+    assert "| 8 | spine | cap16 | spine |" in report and "sglang-triton · interpret" in report
+
+
+def test_sweep_on_cpu_refuses_device_tier(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "device", "--out-dir", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "no GPU" in r.stderr

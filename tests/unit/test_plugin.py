@@ -1,0 +1,75 @@
+"""The plugin in real pytest sessions: results lines, skips counted, replayable failures, usage errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-tier=interpret", *args)
+
+
+def test_cells_land_in_results_with_skip_reasons(pytester, verify_suite):
+    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-results=out/r.jsonl", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*cells: 2 pass, 0 wrong, 0 zero-accept, 0 fault, 1 skip*"])
+    lines = [json.loads(x) for x in (pytester.path / "out/r.jsonl").read_text().splitlines()]
+    results = [x for x in lines if x["kind"] == "result"]
+    assert {(r["backend"], r["outcome"]) for r in results} == {
+        ("oracle", "pass"), ("sglang-triton", "pass"), ("sglang-cuda", "skip")}
+    skip = next(r for r in results if r["outcome"] == "skip")
+    assert "device tier only" in skip["message"] and skip["case_id"] == "b8-spine-deep-bs3"
+
+
+def test_zero_accept_fails_with_replay_line_that_replays(pytester, verify_suite):
+    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-backend=ddtree_compat.mutants:ZeroAccept",
+                 "--ddtree-results=r.jsonl", "--ddtree-cases-dir=failed")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*zero-accept*accept length 1.00*",
+                                 "*replay: python -m ddtree_compat replay failed/b8-spine-deep-bs3.json "
+                                 "--backend mutant-zero-accept --tier interpret*|*pytest*"])
+    replay = subprocess.run([sys.executable, "-m", "ddtree_compat", "replay", "failed/b8-spine-deep-bs3.json",
+                             "--backend", "ddtree_compat.mutants:ZeroAccept", "--tier", "interpret"],
+                            cwd=pytester.path, capture_output=True, text=True)
+    assert replay.returncode == 1 and replay.stdout.startswith("zero-accept")
+    rec = [json.loads(x) for x in (pytester.path / "r.jsonl").read_text().splitlines()][-1]
+    assert rec["outcome"] == "zero-accept" and rec["case_path"] == "failed/b8-spine-deep-bs3.json"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--ddtree-backend=flashinfer"], "*field '--ddtree-backend' = 'flashinfer'*allowed: oracle, sglang-triton*"),
+    (["--ddtree-tier=gpu"], "*field '--ddtree-tier' = 'gpu'*allowed: auto, interpret, device*"),
+    (["--ddtree-tier=device"], "*field '--ddtree-tier' = 'device'*no GPU visible*"),
+    (["--ddtree-profile=huge"], "*field 'profile' = 'huge'*allowed: default, full*"),
+])
+def test_bad_options_are_usage_errors(pytester, verify_suite, args, words):
+    result = pytester.runpytest_subprocess("--ddtree-case", str(verify_suite), *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([words])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_bad_case_file_is_a_usage_error(pytester, verify_suite):
+    bad = pytester.path / "bad.json"
+    bad.write_text(verify_suite.read_text().replace('"budget":8', '"budget":-1'))
+    result = pytester.runpytest_subprocess("--ddtree-case", str(bad))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*field 'budget' = -1*allowed: integer >= 0*"])
+
+
+def test_property_failure_prints_a_shrunk_replayable_case(pytester):
+    pytester.makepyfile(test_prop="""
+from hypothesis import given
+from ddtree_compat.strategies import verify_cases
+
+@given(case=verify_cases())
+def test_p(ddtree_target, ddtree_backend, ddtree_check_verify, case):
+    ddtree_check_verify(ddtree_target, ddtree_backend, case)
+""")
+    result = run(pytester, "--ddtree-backend=ddtree_compat.mutants:OffByOne", "--ddtree-cases-dir=failed")
+    result.assert_outcomes(failed=1)
+    # Shrinking ends on the smallest tree: the bare root (budget 0), batch of one.
+    result.stdout.fnmatch_lines(["*wrong*case b0-custom-custom-bs1-*hypothesis*",
+                                 "*replay: python -m ddtree_compat replay failed/b0-custom-custom-bs1-*hypothesis*"])

@@ -1,0 +1,93 @@
+"""Results file round trip, bad results files, the Markdown report and the CLI's bad-input exits."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ddtree_compat.errors import ResultsFileError
+from ddtree_compat.report import render_markdown
+from ddtree_compat.results import ResultRecord, ResultsWriter, environment, load
+
+
+def record(outcome="pass", backend="sglang-triton", budget=8, **kw):
+    base = dict(kernel="verify_tree_greedy", tier="interpret", backend=backend, arch="interpret",
+                case_id=f"b{budget}-spine-deep-bs3", budget=budget, topology="spine", plant="deep", batch=3,
+                block_size=16, mode="spine", outcome=outcome)
+    return ResultRecord(**{**base, **kw})
+
+
+def test_round_trip_and_report(tmp_path):
+    path = tmp_path / "r.jsonl"
+    w = ResultsWriter(path, environment("interpret", "default"))
+    w.write(record())
+    w.write(record("zero-accept", message="accepted drafts 0 where the oracle accepts [3]"))
+    w.write(record("skip", backend="sglang-cuda", message="tvm-ffi JIT CUDA kernel runs on the device tier only"))
+    w.write(record("fault", budget=12, fault_class="illegal-instruction"))
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0])["kind"] == "env" and len(lines) == 5
+    res = load([path])
+    assert len(res.records) == 4 and len(res.envs) == 1
+    md = render_markdown(res)
+    assert "| sglang-triton · interpret | 1 | 0 | 1 | 1 | 0 | 3 |" in md
+    assert "tvm-ffi JIT CUDA kernel runs on the device tier only" in md  # skips counted by reason
+    assert "illegal-instruction" in md and "❌" in md and "## Failures (2)" in md
+
+
+def test_merge_of_two_runners(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    ResultsWriter(a, environment("interpret", "default")).write(record())
+    ResultsWriter(b, {**environment("device", "default"), "env_id": "other"}).write(record(arch="sm90", tier="device"))
+    md = render_markdown(load([a, b]))
+    assert "sglang-triton · interpret" in md and "sglang-triton · sm90" in md
+
+
+@pytest.mark.parametrize("text, field", [
+    ("not json\n", "line"),
+    ('{"kind": "weird"}\n', "kind"),
+    ('{"kind": "result", "backend": "x"}\n', "arch"),
+    ('[1, 2]\n', "kind"),
+])
+def test_bad_results_files(tmp_path, text, field):
+    p = tmp_path / "bad.jsonl"
+    p.write_text(text)
+    with pytest.raises(ResultsFileError, match=f"bad.jsonl:1: field '{field}'"):
+        load([p])
+
+
+def test_unknown_outcome(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps({"kind": "result", **record().__dict__, "outcome": "great"}) + "\n")
+    with pytest.raises(ResultsFileError, match="outcome.*allowed: pass, wrong, zero-accept, fault, skip"):
+        load([p])
+
+
+def run_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "ddtree_compat", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["report", "MISSING.jsonl"], "field 'path'"),
+    (["replay", "MISSING.json", "--backend", "oracle"], "field 'path'"),
+    (["cases", "--profile", "huge"], "field 'profile' = 'huge'"),
+])
+def test_cli_bad_input_exits_2_with_one_line(args, words):
+    r = run_cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+
+
+def test_cli_report_of_non_jsonl(tmp_path):
+    p = tmp_path / "x.jsonl"
+    p.write_text("hello\n")
+    r = run_cli("report", str(p))
+    assert r.returncode == 2 and "not JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_replay_unknown_backend(tmp_path):
+    from ddtree_compat.cases import make_case
+
+    path = make_case(8, "spine", "deep", 1).save(tmp_path)
+    r = run_cli("replay", str(path), "--backend", "nope")
+    assert r.returncode == 2 and "field '--ddtree-backend' = 'nope'" in r.stderr
