@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from . import backends as backend_registry
-from .arch import ARCHES, FAMILIES, Gpu, detect_gpus
+from .arch import ARCHES, FAMILIES, Gpu, detect_gpus, family
 from .cases import PROFILE_GRIDS, VerifyCase, check_profile, grid
 from .errors import DDTreeInputError
 from .harness import OUTCOMES, Verdict, run_verify
@@ -149,8 +149,6 @@ def _hypothesis_profiles(config: pytest.Config) -> None:
 def _marks(target: Target) -> list:
     marks = [getattr(pytest.mark, target.tier)]
     if target.arch:
-        from .arch import family
-
         marks += [getattr(pytest.mark, target.arch), getattr(pytest.mark, family(target.arch).replace("-", "_"))]
     return marks
 

@@ -1,4 +1,5 @@
-"""Hypothesis strategies: drawn draft trees (parent arrays), budgets, tokens and planted paths.
+"""Hypothesis strategies: drawn draft trees (parent arrays or built from drawn drafter logits), budgets,
+tokens and planted paths.
 
 :func:`verify_cases` draws whole :class:`~ddtree_compat.cases.VerifyCase` objects (``origin="hypothesis"``)
 that shrink toward small trees, small batches and few distinct tokens; a failing draw is written as a
@@ -11,6 +12,9 @@ import zlib
 
 from hypothesis import strategies as st
 
+import torch
+
+from . import oracle
 from .cases import Request, VerifyCase
 from .tree import DraftTree
 
@@ -33,6 +37,25 @@ def draft_trees(draw, max_budget: int = 40, block_size: int = 16, vocab: int = 6
 
 
 @st.composite
+def draft_logits(draw, block_size: int = 16, vocab: int = 64) -> torch.Tensor:
+    """Drafter logits ``float64 [block_size - 1, vocab]``: small integers (ties included) or a peaked row."""
+    rows = block_size - 1
+    values = draw(st.lists(st.integers(-4, 4), min_size=rows * vocab, max_size=rows * vocab))
+    return torch.tensor(values, dtype=torch.float64).view(rows, vocab)
+
+
+@st.composite
+def logit_trees(draw, max_budget: int = 40, block_size: int = 16, vocab: int = 64) -> DraftTree:
+    """A tree built by the oracle from drawn logits: best-first (optional top-k cap) or SGLang's mode choice."""
+    logits = draw(draft_logits(block_size, min(vocab, 16)))
+    budget = draw(st.integers(0, max_budget))
+    root = draw(st.integers(0, min(vocab, 16) - 1))
+    if draw(st.booleans()):
+        return oracle.build_sglang_ddtree(logits, budget, root)
+    return oracle.build_best_first(logits, budget, root, topk_cap=draw(st.one_of(st.none(), st.integers(1, 6))))
+
+
+@st.composite
 def planted_target(draw, tree: DraftTree, vocab: int) -> tuple[int, ...]:
     """``target_predict`` steering the walk down to a drawn node (then a drawn bonus token)."""
     target = draw(st.lists(st.integers(0, vocab - 1), min_size=tree.num_nodes, max_size=tree.num_nodes))
@@ -49,7 +72,7 @@ def verify_cases(draw, max_budget: int = 40, block_sizes=(4, 8, 16), max_batch: 
     """A batch of drawn trees sharing one budget, optionally padded to a larger capacity."""
     block_size = draw(st.sampled_from(block_sizes))
     vocab = draw(st.sampled_from(vocabs))
-    first = draw(draft_trees(max_budget, block_size, vocab))
+    first = draw(st.one_of(draft_trees(max_budget, block_size, vocab), logit_trees(max_budget, block_size, vocab)))
     budget = first.budget
     trees = [first]
     for _ in range(draw(st.integers(1, max_batch)) - 1):

@@ -4,9 +4,12 @@ import math
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ddtree_compat import oracle
 from ddtree_compat.errors import CaseError
+from ddtree_compat.strategies import draft_logits
 from ddtree_compat.tree import DraftTree
 
 
@@ -138,3 +141,25 @@ def test_eagle_walk_matches_tree_walk_on_hand_tree():
 def test_malformed_trees_name_the_field(parents, field):
     with pytest.raises(CaseError, match=field.replace("[", r"\[").replace("]", r"\]")):
         DraftTree(parents, tuple(range(len(parents))))
+
+
+@given(logits=draft_logits(block_size=6, vocab=5), budget=st.integers(0, 30), cap=st.one_of(st.none(), st.integers(1, 4)))
+def test_best_first_pops_paths_in_score_order(logits, budget, cap):
+    """Best-first invariants: parent before child, depth <= L, tokens from the per-depth top-k, and path
+    scores non-increasing in insertion order (each pop is the best remaining path)."""
+    tree = oracle.build_best_first(logits, budget, root_token=0, topk_cap=cap)
+    k = oracle.topk_width(budget, logits.shape[1], cap)
+    assert tree.budget <= budget
+    assert all(tree.parents[i] < i for i in range(1, tree.num_nodes))
+    assert tree.max_depth <= logits.shape[0]
+    logp = torch.log_softmax(logits, dim=-1)
+    top = torch.topk(logp, k, dim=-1).indices if k else None
+    scores = [0.0]
+    for i in range(1, tree.num_nodes):
+        d = tree.depths[i]
+        assert tree.tokens[i] in top[d - 1].tolist()
+        scores.append(scores[tree.parents[i]] + float(logp[d - 1, tree.tokens[i]]))
+    assert all(a >= b - 1e-9 for a, b in zip(scores[1:], scores[2:]))
+    if budget <= logits.shape[0] and k:
+        # enough depth for a chain, so the budget is always filled
+        assert tree.budget == budget
