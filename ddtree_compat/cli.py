@@ -41,6 +41,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if "device" in tiers and not gpus:
         if args.tier == "all":
             tiers.remove("device")
+            print("no GPU visible: --tier all runs the interpret tier only", flush=True)
         else:
             raise DDTreeInputError("--tier", "device", "interpret, auto or all on a host without a GPU", "no GPU")
     tests = Path(args.tests)
@@ -51,14 +52,20 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     arch = "-".join(sorted({g.arch for g in gpus})) or "cpu"
     stem = args.name or f"{time.strftime('%Y-%m-%d')}-{arch}-{args.profile}"
     results = out_dir / f"{stem}.jsonl"
-    if results.exists() and not args.append:
+    if results.exists() and not (args.append or args.resume):
         results.unlink()
     worst = 0
     for tier in tiers:
         workers = args.workers or (str(max(1, len(gpus))) if tier == "device" else "auto")
+        # Fault containment: each cell in an xdist worker, replaced after a sticky CUDA fault or a hang.
         cmd = [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
-               f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", "-n", workers, *args.pytest_args]
+               f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", "-n", workers, "--max-worker-restart=100000",
+               f"--timeout={args.timeout}", "--timeout-method=thread", *args.pytest_args]
+        if args.resume:
+            cmd.append("--ddtree-resume")
+        if args.sanitize:
+            cmd.append(f"--sanitize={args.sanitize}")
         for b in args.backend or []:
             cmd.append(f"--ddtree-backend={b}")
         print("+", " ".join(cmd), flush=True)
@@ -142,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out-dir", default="results", help="directory for results JSONL and report (default results/)")
     s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE)")
     s.add_argument("--append", action="store_true", help="append to an existing results file")
+    s.add_argument("--resume", action="store_true", help="continue a killed sweep: skip cells already in the results")
+    s.add_argument("--timeout", type=int, default=300, help="seconds per cell before it is a hang (default 300)")
+    s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
+                   help="re-run failing device cells under compute-sanitizer")
     s.add_argument("--tests", default=str(_default_tests_dir()), help="kernel tests directory")
     s.add_argument("-n", "--workers", help="xdist workers (default: one per GPU on device, auto on interpret)")
     s.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")

@@ -2,7 +2,11 @@
 
 Each wraps the oracle backend and breaks one thing. Use with ``--ddtree-backend
 ddtree_compat.mutants:ZeroAccept`` etc. Expected outcomes: ``ZeroAccept`` -> ``zero-accept``;
-``SkipsPredicts``, ``WritesTail``, ``OutOfBounds``, ``OffByOne`` -> ``wrong``; ``Raises`` -> ``fault``.
+``SkipsPredicts``, ``WritesTail``, ``OutOfBounds``, ``OffByOne`` -> ``wrong``; ``Raises`` -> ``fault``
+(illegal-instruction, sticky: the xdist worker is replaced); ``RaisesOOM`` -> ``fault``
+(out-of-memory, not sticky); ``Aborts`` -> ``fault`` (other: the process died); ``Hangs`` -> ``fault``
+(hang, with ``--timeout``); ``Slow`` -> ``pass``, slowly. They run on the CPU; the GPU fault injectors
+are in :mod:`ddtree_compat.faultinject`.
 """
 
 from __future__ import annotations
@@ -76,3 +80,47 @@ class Raises(OracleBackend):
 
     def verify_tree_greedy(self, *args) -> None:
         raise RuntimeError("CUDA error: an illegal instruction was encountered")
+
+
+class RaisesOOM(OracleBackend):
+    """Raises an out-of-memory error: a fault, but not sticky (the worker goes on)."""
+
+    name = "mutant-oom"
+
+    def verify_tree_greedy(self, *args) -> None:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 16.00 TiB")
+
+
+class Aborts(OracleBackend):
+    """Kills its own process (SIGABRT), as a crashing native library would: the controller records it."""
+
+    name = "mutant-aborts"
+
+    def verify_tree_greedy(self, *args) -> None:
+        import os
+
+        os.abort()
+
+
+class Hangs(OracleBackend):
+    """Never returns (a kernel spinning forever): the per-case timeout kills the worker; class ``hang``."""
+
+    name = "mutant-hangs"
+
+    def verify_tree_greedy(self, *args) -> None:
+        import time
+
+        while True:
+            time.sleep(1)
+
+
+class Slow(OracleBackend):
+    """Correct but takes 0.3 s a cell: for killing a run midway and resuming it."""
+
+    name = "mutant-slow"
+
+    def verify_tree_greedy(self, *args) -> None:
+        import time
+
+        time.sleep(0.3)
+        super().verify_tree_greedy(*args)

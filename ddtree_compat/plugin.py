@@ -12,9 +12,14 @@ to the results file, and prints a summary. A test inside another repo needs only
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
+import subprocess
+import sys
+import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
@@ -24,6 +29,7 @@ from .arch import ARCHES, FAMILIES, Gpu, detect_gpus, family
 from .cases import PROFILE_GRIDS, VerifyCase, check_profile, grid
 from .errors import DDTreeInputError
 from .harness import OUTCOMES, Verdict, run_verify
+from .isolation import exit_worker, in_xdist_worker, is_sticky, results_size, scan
 from .results import ResultRecord, ResultsWriter, environment
 from .tiers import TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
 
@@ -43,6 +49,10 @@ class Suite:
     case_files: list[str]
     cases_dir: Path
     writer: ResultsWriter | None
+    resume: bool = False
+    resume_limit: int = 0
+    sanitize: str = ""
+    poisoned_by: str = ""
     counts: Counter = field(default_factory=Counter)
 
     def cases(self) -> tuple[VerifyCase, ...]:
@@ -54,6 +64,7 @@ class Suite:
 SUITE = pytest.StashKey[Suite]()
 VERDICT = pytest.StashKey[Verdict]()
 CASE_PATH = pytest.StashKey[str]()
+SANITIZER = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,6 +83,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "(repeatable; env DDTREE_REQUIRE_BACKENDS=a,b); for CI that must exercise a real kernel")
     g.addoption("--ddtree-case", action="append", default=[], metavar="CASE.json",
                 help="run these case files instead of the grid (repeatable)")
+    g.addoption("--ddtree-resume", action="store_true",
+                help="skip cells that already have a result line in --ddtree-results (after a killed run)")
+    g.addoption("--sanitize", default="", choices=["", "memcheck", "racecheck", "initcheck", "synccheck"],
+                help="re-run each failing device cell under compute-sanitizer with this tool; attach its report")
     g.addoption("--ddtree-cases-dir", default=DEFAULT_CASES_DIR, metavar="DIR",
                 help=f"where failing cases are written as JSON (default {DEFAULT_CASES_DIR})")
 
@@ -111,7 +126,11 @@ def pytest_configure(config: pytest.Config) -> None:
     targets = targets_for(tier, gpus)
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
     suite = Suite(tier, profile, gpus, targets, chosen, case_files,
-                  Path(config.getoption("ddtree_cases_dir")), writer)
+                  Path(config.getoption("ddtree_cases_dir")), writer, resume=config.getoption("ddtree_resume"),
+                  sanitize=config.getoption("sanitize"))
+    if suite.resume and writer is not None:
+        worker = getattr(config, "workerinput", None)
+        suite.resume_limit = worker["ddtree_resume_limit"] if worker else results_size(writer.path)
     config.stash[SUITE] = suite
     config.pluginmanager.register(_Summary(suite), "ddtree-summary")
     _hypothesis_profiles(config)
@@ -171,35 +190,98 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize(argnames, params)
 
 
-def replay_line(path: Path, backend_name: str, target: Target, nodeid: str) -> str:
-    """The one line that replays a failing cell."""
-    tier = f" --tier {target.tier}" if target.tier == "interpret" else ""
-    return (f"replay: python -m ddtree_compat replay {shlex.quote(str(path))} --backend {backend_name}{tier}"
-            f"   |   pytest {shlex.quote(nodeid)}")
+def replay_line(path: Path, backend, target: Target, nodeid: str) -> str:
+    """The one line that replays a failing cell: in-process via the CLI, or as the same pytest cell."""
+    spec = backend_registry.replay_spec(backend)
+    case = shlex.quote(str(path))
+    return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --tier {target.tier}   |   "
+            f"pytest {shlex.quote(nodeid)} --ddtree-case {case} --ddtree-backend {spec} --ddtree-tier {target.tier}")
+
+
+def env_line(env: dict) -> str:
+    """One-line environment header for failure messages."""
+    gpus = ", ".join(f"{g['name']} ({g['arch']})" for g in env.get("gpus", [])) or "no GPU"
+    return (f"env: {gpus}; driver {env.get('driver')}; CUDA {env.get('cuda')}; torch {env.get('torch')}; "
+            f"triton {env.get('triton')}; sglang {env.get('sglang')}; tier {env.get('tier')}")
+
+
+def coordinates(target: Target, backend, case: VerifyCase, nodeid: str) -> dict:
+    """A cell's fixed fields, shared by its ``start`` and ``result`` lines."""
+    return dict(kernel="verify_tree_greedy", tier=target.tier, backend=backend.name, arch=target.column,
+                case_id=case.id, budget=case.budget, topology=case.topology, plant=case.plant, batch=case.batch,
+                block_size=case.block_size, mode=case.mode, layout=case.layout, nodeid=nodeid)
+
+
+def record_of(coords: dict, verdict: Verdict, case_path: str = "", sanitizer: str = "") -> ResultRecord:
+    return ResultRecord(**coords, outcome=verdict.outcome, duration_s=verdict.duration_s,
+                        message=verdict.message[:2000], fault_class=verdict.fault_class, case_path=case_path,
+                        sanitizer=sanitizer)
+
+
+def _sanitize(tool: str, path: Path, backend, target: Target) -> tuple[str, str]:
+    """Re-run a failing device cell under ``compute-sanitizer --tool TOOL``; return (report path, summary)."""
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        return "", f"{tool}: compute-sanitizer not found on PATH"
+    report = path.with_name(f"{path.stem}.{backend.name}.{tool}.txt")
+    cmd = [exe, "--tool", tool, "--error-exitcode", "99", sys.executable, "-m", "ddtree_compat", "replay", str(path),
+           "--backend", backend_registry.replay_spec(backend), "--tier", target.tier]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": target.device.split(":")[-1]} if target.tier == "device" else None
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        text = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        text = f"timed out after {e.timeout}s\n{e.stdout or ''}"
+    report.write_text(" ".join(cmd) + "\n\n" + text)
+    summary = next((ln.strip() for ln in text.splitlines() if "ERROR SUMMARY" in ln), "no ERROR SUMMARY line")
+    return str(report), f"{tool}: {summary} (report {report})"
 
 
 @pytest.fixture
 def ddtree_check_verify(request: pytest.FixtureRequest):
-    """``check(target, backend, case)``: run one verify cell and fail/skip with a replayable message."""
+    """``check(target, backend, case)``: run one verify cell and fail/skip with a replayable message.
+
+    Writes the cell's ``start`` line first. After a sticky CUDA fault it records the cell and, in an
+    xdist worker, exits the worker (see :mod:`ddtree_compat.isolation`).
+    """
 
     def check(target: Target, backend, case: VerifyCase) -> Verdict:
         suite = request.config.stash[SUITE]
+        node = request.node
         reason = backend.unavailable_reason(target)
+        if not reason and suite.poisoned_by and target.tier == "device":
+            reason = f"CUDA context poisoned by {suite.poisoned_by}; run under xdist (-n 1) to isolate faults"
         if reason:
-            request.node.stash[VERDICT] = Verdict("skip", reason)
+            node.stash[VERDICT] = Verdict("skip", reason)
             pytest.skip(f"{backend.name} on {target.id}: {reason}")
+        coords = coordinates(target, backend, case, node.nodeid)
+        if suite.writer is not None:
+            suite.writer.start(coords)
         verdict = run_verify(case, backend, target)
-        request.node.stash[VERDICT] = verdict
-        if verdict.outcome != "pass":
-            path = case.save(suite.cases_dir)
-            request.node.stash[CASE_PATH] = str(path)
-            kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
-            pytest.fail(f"{kind}: {backend.name} on {target.id}, case {case.id}: {verdict.message}\n"
-                        f"{replay_line(path, backend.name, target, request.node.nodeid)}", pytrace=False)
-        return verdict
+        node.stash[VERDICT] = verdict
+        if verdict.outcome == "pass":
+            return verdict
+        path = case.save(suite.cases_dir)
+        node.stash[CASE_PATH] = str(path)
+        sanitizer, note = "", ""
+        if suite.sanitize and target.tier == "device":
+            sanitizer, note = _sanitize(suite.sanitize, path, backend, target)
+            node.stash[SANITIZER] = sanitizer
+        kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
+        message = (f"{kind}: {backend.name} on {target.id}, case {case.id}: {verdict.message}\n"
+                   f"{replay_line(path, backend, target, node.nodeid)}\n"
+                   + (f"{note}\n" if note else "") + env_line(suite.writer.env if suite.writer else {}))
+        if verdict.outcome == "fault" and is_sticky(verdict.fault_class, verdict.context_poisoned):
+            if in_xdist_worker(request.config):
+                if suite.writer is not None:
+                    suite.writer.write(record_of(coords, verdict, str(path), sanitizer))
+                sys.stderr.write(message + "\nsticky CUDA fault: exiting this xdist worker for a fresh one\n")
+                exit_worker()
+            if target.tier == "device":
+                suite.poisoned_by = node.nodeid
+        pytest.fail(message, pytrace=False)
 
     return check
-
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -215,15 +297,62 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if verdict is None:  # the test never reached the harness: a suite error, not a kernel result
         verdict = Verdict("skip" if report.skipped else "fault", str(report.longrepr)[:500],
                           fault_class=None if report.skipped else "other")
-    target, backend, case = params["ddtree_target"], params["ddtree_backend"], params["ddtree_case"]
     report.user_properties.append(("ddtree_outcome", verdict.outcome))
     if suite.writer is not None:
-        suite.writer.write(ResultRecord(
-            kernel="verify_tree_greedy", tier=target.tier, backend=backend.name, arch=target.column,
-            case_id=case.id, budget=case.budget, topology=case.topology, plant=case.plant, batch=case.batch,
-            block_size=case.block_size, mode=case.mode, layout=case.layout, outcome=verdict.outcome, duration_s=verdict.duration_s,
-            message=verdict.message[:2000], fault_class=verdict.fault_class, nodeid=item.nodeid,
-            case_path=item.stash.get(CASE_PATH, "")))
+        coords = coordinates(params["ddtree_target"], params["ddtree_backend"], params["ddtree_case"], item.nodeid)
+        suite.writer.write(record_of(coords, verdict, item.stash.get(CASE_PATH, ""), item.stash.get(SANITIZER, "")))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist controller: hand every worker the same resume snapshot (bytes of the results file)."""
+    suite = node.config.stash.get(SUITE, None)
+    if suite is not None:
+        node.workerinput["ddtree_resume_limit"] = suite.resume_limit
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> None:
+    """xdist controller: a worker died inside ``crashitem``. Attach the verdict it recorded before exiting
+    (sticky fault), or record one from its ``start`` line: ``hang`` past the timeout, else a crash."""
+    suite = report.node.config.stash.get(SUITE, None) if hasattr(report, "node") else None
+    if suite is None or suite.writer is None:
+        return
+    results, starts = scan(suite.writer.path)
+    line = results.get(crashitem)
+    if line is None:
+        start = starts.get(crashitem)
+        if start is None:
+            return
+        timeout = float(report.node.config.getoption("timeout", None) or 0)
+        elapsed = time.time() - start["time"]
+        if timeout and elapsed >= 0.9 * timeout:
+            verdict = Verdict("fault", f"hang: no result after {elapsed:.0f}s (timeout {timeout:.0f}s); worker killed",
+                              fault_class="hang")
+        else:
+            verdict = Verdict("fault", f"worker process died after {elapsed:.1f}s with no result (crash)",
+                              fault_class="other")
+        coords = {k: start[k] for k in ("kernel", "tier", "backend", "arch", "case_id", "budget", "topology", "plant",
+                                        "batch", "block_size", "mode", "layout", "nodeid")}
+        record = record_of(coords, verdict)
+        record.env_id = start.get("env_id", "")
+        suite.writer.write(record)
+        line = asdict(record)
+    report.longrepr = (f"{line['outcome']} ({line.get('fault_class')}): {line['backend']}, case {line['case_id']}: "
+                       f"{line['message']}\n{report.longrepr}; xdist replaces the worker and the run goes on")
+    report.user_properties.append(("ddtree_outcome", line["outcome"]))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    suite = config.stash.get(SUITE, None)
+    if suite is None or not suite.resume or suite.writer is None:
+        return
+    finished, _ = scan(suite.writer.path, suite.resume_limit)
+    keep = [i for i in items if i.nodeid not in finished]
+    done = [i for i in items if i.nodeid in finished]
+    if done:
+        config.hook.pytest_deselected(items=done)
+        items[:] = keep
 
 
 class _Summary:
@@ -238,11 +367,19 @@ class _Summary:
                 self.suite.counts[value] += 1
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        wanted = set(re.findall(r"\bsm\d+\b", config.getoption("markexpr", "") or ""))
+        missing = sorted(wanted - {g.arch for g in self.suite.gpus})
+        if missing and not self.suite.counts:
+            have = ", ".join(sorted({g.arch for g in self.suite.gpus})) or "none"
+            terminalreporter.write_sep("-", "ddtree-compat")
+            terminalreporter.write_line(f"no {', '.join(missing)} GPU on this host (detected: {have}): "
+                                        f"no device cells selected for -m {config.getoption('markexpr')!r}")
         if not self.suite.counts:
             return
         parts = ", ".join(f"{self.suite.counts[o]} {o}" for o in OUTCOMES)
         terminalreporter.write_sep("-", "ddtree-compat")
-        terminalreporter.write_line(f"cells: {parts}  (tier {self.suite.tier}, profile {self.suite.profile})")
+        terminalreporter.write_line(f"grid cells: {parts}  (tier {self.suite.tier}, profile {self.suite.profile}; "
+                                    f"property tests are counted by pytest only)")
         if self.suite.writer is not None:
             terminalreporter.write_line(f"results: {self.suite.writer.path}  ->  python -m ddtree_compat report "
                                         f"{self.suite.writer.path}")

@@ -44,8 +44,8 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
     env_rows = []
     for env_id, e in results.envs.items():
         gpus = ", ".join(f"{g['name']} ({g['arch']}, cc {g['cc']})" for g in e.get("gpus", [])) or "none"
-        env_rows.append([env_id, e.get("tier"), gpus, e.get("driver"), e.get("cuda"), e.get("torch"),
-                         e.get("triton"), e.get("sglang"), e.get("host"), e.get("started")])
+        env_rows.append([env_id, *(e.get(k) or "-" for k in ("tier",)), gpus,
+                         *(e.get(k) or "-" for k in ("driver", "cuda", "torch", "triton", "sglang", "host", "started"))])
     lines += _table(["env", "tier", "GPUs", "driver", "CUDA", "torch", "triton", "sglang", "host", "started"],
                     env_rows) + [""]
 
@@ -71,7 +71,11 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
         lines += _table(["backend · arch", "class", "cells"], [[c, f, n] for (c, f), n in sorted(faults.items())])
         lines += [""]
 
-    lines += ["## Matrix (rows: budget x topology; cells aggregate plants and batch sizes)", ""]
+    lines += ["## Matrix", "",
+              "Rows: budget x topology x layout (`exact`: buffers of D = B + 1 node slots per request; `capC`: "
+              "padded to capacity C, as for a CUDA graph captured at C). SGLang mode: `spine` when "
+              "B <= block_size - 1 (the spine topology exists only there), else `tree`. A cell aggregates "
+              "plants and batch sizes.", ""]
     cells: dict[tuple, Counter] = defaultdict(Counter)
     for r in recs:
         cells[(r.budget, r.topology, r.layout, _column(r))][r.outcome] += 1

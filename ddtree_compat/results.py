@@ -1,9 +1,11 @@
 """The durable results file: JSON lines, appended and flushed as each cell finishes.
 
-Two kinds of line, each a JSON object with ``"kind"``:
+Three kinds of line, each a JSON object with ``"kind"``:
 
 * ``env``: one per writing process: ``env_id``, host, GPUs (name, arch, compute capability), driver,
   CUDA, torch, triton, sglang versions, tier, profile, start time.
+* ``start``: written just before a cell runs (its coordinates, time, pid); a ``start`` with no
+  ``result`` after it marks a cell whose process died (see :mod:`ddtree_compat.isolation`).
 * ``result``: one per cell: :class:`ResultRecord` fields, with the ``env_id`` of its process.
 
 Appends take a file lock (``<path>.lock``), so xdist workers and several runs can share one file, and
@@ -47,6 +49,7 @@ class ResultRecord:
         nodeid: pytest node id (the replay handle).
         case_path: the case's JSON file (written on failure), or ``""``.
         env_id: the ``env`` line this result belongs to.
+        sanitizer: path of a compute-sanitizer report for this cell (``--sanitize``), or ``""``.
     """
 
     kernel: str
@@ -69,6 +72,7 @@ class ResultRecord:
     case_path: str = ""
     env_id: str = ""
     time: float = 0.0
+    sanitizer: str = ""
 
 
 def _version(module: str) -> str | None:
@@ -138,12 +142,22 @@ class ResultsWriter:
             f.flush()
             os.fsync(f.fileno())
 
-    def write(self, record: ResultRecord) -> None:
-        record.env_id = self.env["env_id"]
-        record.time = record.time or time.time()
+    def _write(self, line: dict) -> None:
         lines = [] if self._env_written else [self.env]
-        self._append([*lines, {"kind": "result", **asdict(record)}])
+        self._append([*lines, line])
         self._env_written = True
+
+    def write(self, record: ResultRecord) -> None:
+        """Append a ``result`` line (flushed and fsynced before returning)."""
+        record.env_id = record.env_id or self.env["env_id"]
+        record.time = record.time or time.time()
+        self._write({"kind": "result", **asdict(record)})
+
+    def start(self, coordinates: dict) -> None:
+        """Append a ``start`` line for a cell about to run: its coordinates, time and pid, so a cell
+        whose process dies mid-run can still be recorded (by the xdist controller) and resumed."""
+        self._write({"kind": "start", **coordinates, "env_id": self.env["env_id"], "time": time.time(),
+                     "pid": os.getpid()})
 
 
 @dataclass
@@ -178,11 +192,13 @@ def load(paths: Iterable[str | os.PathLike]) -> Results:
                 obj = json.loads(line)
             except json.JSONDecodeError:
                 raise ResultsFileError("line", line[:40], "one JSON object per line (JSONL)", "not JSON", where)
-            if not isinstance(obj, dict) or obj.get("kind") not in ("env", "result"):
+            if not isinstance(obj, dict) or obj.get("kind") not in ("env", "start", "result"):
                 kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
-                raise ResultsFileError("kind", kind, "env, result", "unknown line kind", where)
+                raise ResultsFileError("kind", kind, "env, start, result", "unknown line kind", where)
             if obj["kind"] == "env":
                 envs[obj.get("env_id", "")] = obj
+                continue
+            if obj["kind"] == "start":
                 continue
             body = {k: v for k, v in obj.items() if k in names}
             missing = required - set(body)

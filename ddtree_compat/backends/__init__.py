@@ -80,6 +80,15 @@ def _load(spec: str, where: str) -> Backend:
     return backend
 
 
+def replay_spec(backend: Backend) -> str:
+    """What ``--backend`` needs to load this backend again: its registered name, else ``module:Class``."""
+    spec = registered().get(backend.name)
+    cls = type(backend)
+    if spec == f"{cls.__module__}:{cls.__qualname__}":
+        return backend.name
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 def resolve(selection: list[str] | None) -> list[Backend]:
     """Backends for a run: each item a registered name or ``module:object``; ``None`` or ``[]`` = all registered.
 

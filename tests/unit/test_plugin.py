@@ -29,11 +29,17 @@ def test_zero_accept_fails_with_replay_line_that_replays(pytester, verify_suite)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*zero-accept*accept length 1.00*",
                                  "*replay: python -m ddtree_compat replay failed/b8-spine-deep-bs3.json "
-                                 "--backend mutant-zero-accept --tier interpret*|*pytest*"])
-    replay = subprocess.run([sys.executable, "-m", "ddtree_compat", "replay", "failed/b8-spine-deep-bs3.json",
-                             "--backend", "ddtree_compat.mutants:ZeroAccept", "--tier", "interpret"],
-                            cwd=pytester.path, capture_output=True, text=True)
-    assert replay.returncode == 1 and replay.stdout.startswith("zero-accept")
+                                 "--backend ddtree_compat.mutants:ZeroAccept --tier interpret*|*pytest*"
+                                 "--ddtree-case failed/b8-spine-deep-bs3.json --ddtree-backend "
+                                 "ddtree_compat.mutants:ZeroAccept --ddtree-tier interpret",
+                                 "env: no GPU; *torch*triton*sglang*tier interpret*"])
+    line = next(x for x in result.outlines if x.startswith("replay: "))
+    cli, again = line.removeprefix("replay: ").split("   |   ")
+    replay = subprocess.run(cli, shell=True, cwd=pytester.path, capture_output=True, text=True)
+    assert replay.returncode == 1 and replay.stdout.startswith("zero-accept"), replay.stdout + replay.stderr
+    rerun = subprocess.run(f"{sys.executable} -m {again} --ddtree-results=", shell=True, cwd=pytester.path,
+                           capture_output=True, text=True)
+    assert rerun.returncode == 1 and "1 failed" in rerun.stdout and "zero-accept" in rerun.stdout, rerun.stdout
     rec = [json.loads(x) for x in (pytester.path / "r.jsonl").read_text().splitlines()][-1]
     assert rec["outcome"] == "zero-accept" and rec["case_path"] == "failed/b8-spine-deep-bs3.json"
 

@@ -1,0 +1,126 @@
+"""GPU fault-injection backends (test-only): kernels that fault on purpose, one fault class each.
+
+Each is a ``verify_tree_greedy`` backend for the device tier that launches a small Triton kernel doing
+exactly one bad thing, so a sweep mixing them with good cells proves that every fault lands on its
+own cell with the right class and that good cells after it still pass (the worker is replaced).
+
+=====================  =======================================================  ==========================
+backend                what the kernel does                                      expected class
+=====================  =======================================================  ==========================
+``fault-oob-write``    stores 4 bytes 2**40 bytes past an output                 illegal-memory-access
+``fault-misaligned``   loads an int64 from an odd byte address                   misaligned-address
+``fault-assert``       ``tl.device_assert`` on a false condition (debug build)   device-side-assert
+``fault-trap``         PTX ``trap``                                              launch-failure
+``fault-hang``         spins until a flag no one sets                            hang (needs ``--timeout``)
+``fault-oom``          allocates 16 TiB                                          out-of-memory (not sticky)
+=====================  =======================================================  ==========================
+
+No reliable illegal instruction was found: on the H200 (driver 580.159) PTX ``brkpt`` without a
+debugger reports ``unspecified launch failure`` like ``trap``; the class is still tested by its error
+text (``tests/unit/test_harness.py``).
+"""
+
+from __future__ import annotations
+
+from ._triton_env import triton_or_none
+from .tiers import Target
+
+triton, tl = triton_or_none()
+
+if triton is not None:
+
+    @triton.jit
+    def _oob_write(out_ptr):
+        tl.store(out_ptr + (1 << 38), 7)  # int32 elements: 2**40 bytes past the buffer
+
+    @triton.jit
+    def _misaligned_read(in_ptr, out_ptr):
+        odd = (in_ptr.to(tl.pointer_type(tl.int8)) + 1).to(tl.pointer_type(tl.int64))
+        tl.store(out_ptr, tl.load(odd).to(tl.int32))
+
+    @triton.jit(debug=True)
+    def _device_assert(out_ptr):
+        x = tl.load(out_ptr)
+        tl.device_assert(x == 123456789, "injected device-side assert")
+
+    @triton.jit
+    def _inline(out_ptr, ASM: tl.constexpr):
+        x = tl.load(out_ptr)
+        y = tl.inline_asm_elementwise(ASM, "=r,r", [x], dtype=tl.int32, is_pure=False, pack=1)
+        tl.store(out_ptr, y)
+
+    @triton.jit
+    def _spin(flag_ptr, out_ptr):
+        v = tl.load(flag_ptr, volatile=True)
+        while v == 0:
+            v = tl.load(flag_ptr, volatile=True)
+        tl.store(out_ptr, v)
+
+
+class _Injector:
+    name = "fault"
+    expected_fault = "other"
+
+    def unavailable_reason(self, target: Target) -> str | None:
+        if target.tier != "device" or target.fake:
+            return "fault injection needs a real CUDA device (device tier)"
+        if triton is None:
+            return "triton is not importable"
+        return None
+
+    def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
+                           retrive_next_token, retrive_next_sibling, target_predict) -> None:
+        self.inject(predicts, candidates)
+
+    def inject(self, out, scratch) -> None:
+        raise NotImplementedError
+
+
+class OobWrite(_Injector):
+    name, expected_fault = "fault-oob-write", "illegal-memory-access"
+
+    def inject(self, out, scratch):
+        _oob_write[(1,)](out)
+
+
+class Misaligned(_Injector):
+    name, expected_fault = "fault-misaligned", "misaligned-address"
+
+    def inject(self, out, scratch):
+        _misaligned_read[(1,)](scratch, out)
+
+
+class DeviceAssert(_Injector):
+    name, expected_fault = "fault-assert", "device-side-assert"
+
+    def inject(self, out, scratch):
+        _device_assert[(1,)](out)
+
+
+class Trap(_Injector):
+    name, expected_fault = "fault-trap", "launch-failure"
+
+    def inject(self, out, scratch):
+        _inline[(1,)](out, ASM="trap; mov.b32 $0, $1;")
+
+
+class Hang(_Injector):
+    name, expected_fault = "fault-hang", "hang"
+
+    def inject(self, out, scratch):
+        import torch
+
+        flag = torch.zeros(1, dtype=torch.int32, device=out.device)
+        _spin[(1,)](flag, out)
+
+
+class Oom(_Injector):
+    name, expected_fault = "fault-oom", "out-of-memory"
+
+    def inject(self, out, scratch):
+        import torch
+
+        torch.empty(1 << 44, dtype=torch.uint8, device=out.device)
+
+
+INJECTORS = (OobWrite, Misaligned, DeviceAssert, Trap, Hang, Oom)
