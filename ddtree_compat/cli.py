@@ -108,18 +108,33 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from . import backends
     from .harness import run_verify
 
-    case = VerifyCase.load(args.case)
+    from . import commit
+
     (backend,) = backends.resolve([args.backend])
+    try:
+        text = Path(args.case).read_text()
+    except OSError as e:
+        raise DDTreeInputError("path", args.case, "a readable case JSON file", e.strerror or "unreadable")
+    if f'"{commit.SCHEMA}"' in text:
+        case = commit.CommitCase.from_json(text, args.case)
+        if args.kernel not in backends.kernels_of(backend) or args.kernel == backends.VERIFY_KERNEL:
+            raise DDTreeInputError("--kernel", args.kernel, ", ".join(k for k in backends.kernels_of(backend)
+                                                                      if k != backends.VERIFY_KERNEL) or "none",
+                                   f"not a commit kernel of {backend.name}")
+        run = lambda target: commit.run_commit(case, args.kernel, backend, target)  # noqa: E731
+    else:
+        case = VerifyCase.from_json(text, args.case)
+        run = lambda target: run_verify(case, backend, target)  # noqa: E731
     targets = targets_for(tier, gpus)
     if not targets:
         raise DDTreeInputError("--tier", tier, "interpret on a host without a GPU", "no GPU")
     target = targets[args.gpu] if tier == "device" else targets[0]
-    reason = backend.unavailable_reason(target)
+    reason = backends.kernel_unavailable_reason(backend, target, args.kernel)
     if reason:
         print(f"skip: {backend.name} on {target.id}: {reason}")
         return 0 if args.allow_skip else 3
-    verdict = run_verify(case, backend, target)
-    print(f"{verdict.outcome}: {backend.name} on {target.id}, case {case.id}, "
+    verdict = run(target)
+    print(f"{verdict.outcome}: {backend.name} {args.kernel} on {target.id}, case {case.id}, "
           f"accepted expected {verdict.accepted_expected} got {verdict.accepted_got}"
           + (f"\n{verdict.message}" if verdict.message else ""))
     return 0 if verdict.outcome == "pass" else 1
@@ -168,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--backend", required=True)
     y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
     y.add_argument("--gpu", type=int, default=0, help="GPU index on the device tier")
+    y.add_argument("--kernel", default="verify_tree_greedy",
+                   help="verify_tree_greedy (verify case) or a commit kernel (commit case)")
     y.add_argument("--allow-skip", action="store_true", help="exit 0 when the backend is unavailable")
     y.set_defaults(func=cmd_replay)
 

@@ -11,13 +11,14 @@ backend                what the kernel does                                     
 ``fault-misaligned``   loads an int64 from an odd byte address                   misaligned-address
 ``fault-assert``       ``tl.device_assert`` on a false condition (debug build)   device-side-assert
 ``fault-trap``         PTX ``trap``                                              launch-failure
+``fault-illegal-insn`` PTX indirect ``call`` to code address 4096                illegal-instruction
 ``fault-hang``         spins until a flag no one sets                            hang (needs ``--timeout``)
 ``fault-oom``          allocates 16 TiB                                          out-of-memory (not sticky)
 =====================  =======================================================  ==========================
 
-No reliable illegal instruction was found: on the H200 (driver 580.159) PTX ``brkpt`` without a
-debugger reports ``unspecified launch failure`` like ``trap``; the class is still tested by its error
-text (``tests/unit/test_harness.py``).
+Seen on the H200 (driver 580.159, 2026-11-30): the indirect call raises
+``cudaErrorIllegalInstruction``; PTX ``brkpt`` without a debugger reports ``unspecified launch failure``
+like ``trap``; ``setmaxnreg`` outside a warpgroup-aligned region raised nothing.
 """
 
 from __future__ import annotations
@@ -104,6 +105,14 @@ class Trap(_Injector):
         _inline[(1,)](out, ASM="trap; mov.b32 $0, $1;")
 
 
+class IllegalInstruction(_Injector):
+    name, expected_fault = "fault-illegal-insn", "illegal-instruction"
+
+    def inject(self, out, scratch):
+        _inline[(1,)](out, ASM="{ .reg .b64 f; prot: .callprototype ()_ (); mov.b64 f, 4096; call f, prot; } "
+                               "mov.b32 $0, $1;")
+
+
 class Hang(_Injector):
     name, expected_fault = "fault-hang", "hang"
 
@@ -123,4 +132,4 @@ class Oom(_Injector):
         torch.empty(1 << 44, dtype=torch.uint8, device=out.device)
 
 
-INJECTORS = (OobWrite, Misaligned, DeviceAssert, Trap, Hang, Oom)
+INJECTORS = (OobWrite, Misaligned, DeviceAssert, Trap, IllegalInstruction, Hang, Oom)

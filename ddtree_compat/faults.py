@@ -6,6 +6,8 @@ classified fault also says whether the process's context is still usable (:func:
 
 from __future__ import annotations
 
+import re
+
 FAULT_CLASSES = (
     "illegal-instruction",
     "illegal-memory-access",
@@ -24,7 +26,7 @@ _PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("illegal-instruction", ("illegal instruction",)),
     ("illegal-memory-access", ("illegal memory access", "illegal address", "out of bounds")),
     ("misaligned-address", ("misaligned address",)),
-    ("device-side-assert", ("device-side assert", "device side assert")),
+    ("device-side-assert", ("device-side assert triggered", "device side assert triggered", "cudaerrorassert")),
     ("out-of-resources", ("outofresources", "out of resource", "too many resources requested")),
     ("out-of-memory", ("out of memory",)),
     ("hang", ("timeout", "timed out")),
@@ -33,12 +35,20 @@ _PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+_PRIMARY = re.compile(r"cuda error: (.*?)(?: search for | cuda kernel errors|$)", re.IGNORECASE | re.DOTALL)
+
+
 def classify(error_text: str) -> str:
-    """Map an exception's text (type name included) to one of :data:`FAULT_CLASSES`."""
-    text = error_text.lower()
-    for name, needles in _PATTERNS:
-        if any(n in text for n in needles):
-            return name
+    """Map an exception's text (type name included) to one of :data:`FAULT_CLASSES`.
+
+    The primary ``CUDA error: <what>`` clause is read first: PyTorch appends boilerplate to every CUDA
+    error (it mentions device-side assertions and launch blocking) that must not decide the class.
+    """
+    primary = _PRIMARY.search(error_text)
+    for text in ((primary.group(1),) if primary else ()) + (error_text,):
+        for name, needles in _PATTERNS:
+            if any(n in text.lower() for n in needles):
+                return name
     return "other"
 
 

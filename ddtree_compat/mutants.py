@@ -124,3 +124,28 @@ class Slow(OracleBackend):
 
         time.sleep(0.3)
         super().verify_tree_greedy(*args)
+
+
+class CommitMutant(OracleBackend):
+    """Wrong commit kernels: skips the last kept slot, forgets the V pools, writes one position too many
+    into ``req_to_token``, and takes the bonus from the first accepted token."""
+
+    name = "mutant-commit"
+
+    def accept_out_cache_loc(self, accept_index, out_cache_loc, accept_out_cache_loc) -> None:
+        super().accept_out_cache_loc(accept_index, out_cache_loc, accept_out_cache_loc)
+        accept_out_cache_loc[-1:] = -1
+
+    def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
+        super().move_kv(k_buffers, [], tgt_loc, src_loc)
+
+    def assign_req_to_token(self, req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc) -> None:
+        super().assign_req_to_token(req_pool_indices, req_to_token, start_offset, end_offset + 1,
+                                    torch.cat([out_cache_loc, out_cache_loc[-1:]]))
+
+    def bonus_tokens(self, accept_tokens, accept_lens, bonus, accept_stride) -> None:
+        super().bonus_tokens(accept_tokens, torch.ones_like(accept_lens), bonus, accept_stride)
+
+    def commit_outputs(self, predict, accept_index, accept_lens, seq_lens):
+        new_seq_lens, bonus = super().commit_outputs(predict, accept_index, accept_lens, seq_lens)
+        return new_seq_lens - 1, bonus

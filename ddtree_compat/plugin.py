@@ -65,6 +65,8 @@ SUITE = pytest.StashKey[Suite]()
 VERDICT = pytest.StashKey[Verdict]()
 CASE_PATH = pytest.StashKey[str]()
 SANITIZER = pytest.StashKey[str]()
+CELL_CASE = pytest.StashKey[object]()
+CELL_KERNEL = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -173,27 +175,40 @@ def _marks(target: Target) -> list:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``ddtree_target`` x ``ddtree_backend`` [x ``ddtree_case`` | x ``ddtree_kernel`` x
+    ``ddtree_commit_case``], generating only backends that have the kernel."""
     names = set(metafunc.fixturenames)
     if not {"ddtree_target", "ddtree_backend"} <= names:
         return
     suite = metafunc.config.stash[SUITE]
-    with_cases = "ddtree_case" in names
-    cases = suite.cases() if with_cases else (None,)
-    params = []
-    for target in suite.targets:
-        for backend in suite.backends:
-            for case in cases:
-                values = (target, backend, case) if with_cases else (target, backend)
-                ident = "-".join([target.id, backend.name] + ([case.id] if with_cases else []))
-                params.append(pytest.param(*values, id=ident, marks=_marks(target)))
-    argnames = ("ddtree_target", "ddtree_backend", "ddtree_case") if with_cases else ("ddtree_target", "ddtree_backend")
+    if "ddtree_commit_case" in names:
+        from .commit import commit_cases
+
+        argnames = ("ddtree_target", "ddtree_backend", "ddtree_kernel", "ddtree_commit_case")
+        cases = commit_cases(suite.profile)
+        combos = [(b, k, c) for b in suite.backends for k in backend_registry.kernels_of(b)
+                  if k != backend_registry.VERIFY_KERNEL for c in cases]
+        ident = lambda t, b, k, c: f"{t.id}-{b.name}-{k}-{c.id}"  # noqa: E731
+    elif "ddtree_case" in names:
+        argnames = ("ddtree_target", "ddtree_backend", "ddtree_case")
+        combos = [(b, c) for b in suite.backends if backend_registry.VERIFY_KERNEL in backend_registry.kernels_of(b)
+                  for c in suite.cases()]
+        ident = lambda t, b, c: f"{t.id}-{b.name}-{c.id}"  # noqa: E731
+    else:
+        argnames = ("ddtree_target", "ddtree_backend")
+        combos = [(b,) for b in suite.backends if backend_registry.VERIFY_KERNEL in backend_registry.kernels_of(b)]
+        ident = lambda t, b: f"{t.id}-{b.name}"  # noqa: E731
+    params = [pytest.param(t, *combo, id=ident(t, *combo), marks=_marks(t)) for t in suite.targets for combo in combos]
     metafunc.parametrize(argnames, params)
 
 
-def replay_line(path: Path, backend, target: Target, nodeid: str) -> str:
+def replay_line(path: Path, backend, target: Target, nodeid: str, kernel: str = "verify_tree_greedy") -> str:
     """The one line that replays a failing cell: in-process via the CLI, or as the same pytest cell."""
     spec = backend_registry.replay_spec(backend)
     case = shlex.quote(str(path))
+    if kernel != "verify_tree_greedy":  # commit cells replay through the CLI (the grid is derived, not a file)
+        return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --kernel {kernel} "
+                f"--tier {target.tier}   |   pytest {shlex.quote(nodeid)} --ddtree-tier {target.tier}")
     return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --tier {target.tier}   |   "
             f"pytest {shlex.quote(nodeid)} --ddtree-case {case} --ddtree-backend {spec} --ddtree-tier {target.tier}")
 
@@ -205,11 +220,13 @@ def env_line(env: dict) -> str:
             f"triton {env.get('triton')}; sglang {env.get('sglang')}; tier {env.get('tier')}")
 
 
-def coordinates(target: Target, backend, case: VerifyCase, nodeid: str) -> dict:
-    """A cell's fixed fields, shared by its ``start`` and ``result`` lines."""
-    return dict(kernel="verify_tree_greedy", tier=target.tier, backend=backend.name, arch=target.column,
-                case_id=case.id, budget=case.budget, topology=case.topology, plant=case.plant, batch=case.batch,
-                block_size=case.block_size, mode=case.mode, layout=case.layout, nodeid=nodeid)
+def coordinates(target: Target, backend, case, nodeid: str, kernel: str = "verify_tree_greedy") -> dict:
+    """A cell's fixed fields, shared by its ``start`` and ``result`` lines (``case``: a verify or commit case)."""
+    verify = getattr(case, "verify", case)
+    layout = verify.layout if case is verify else f"{verify.layout}-p{case.page_size}"
+    return dict(kernel=kernel, tier=target.tier, backend=backend.name, arch=target.column, case_id=case.id,
+                budget=verify.budget, topology=verify.topology, plant=verify.plant, batch=verify.batch,
+                block_size=verify.block_size, mode=verify.mode, layout=layout, nodeid=nodeid)
 
 
 def record_of(coords: dict, verdict: Verdict, case_path: str = "", sanitizer: str = "") -> ResultRecord:
@@ -218,14 +235,14 @@ def record_of(coords: dict, verdict: Verdict, case_path: str = "", sanitizer: st
                         sanitizer=sanitizer)
 
 
-def _sanitize(tool: str, path: Path, backend, target: Target) -> tuple[str, str]:
+def _sanitize(tool: str, path: Path, backend, target: Target, kernel: str) -> tuple[str, str]:
     """Re-run a failing device cell under ``compute-sanitizer --tool TOOL``; return (report path, summary)."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return "", f"{tool}: compute-sanitizer not found on PATH"
     report = path.with_name(f"{path.stem}.{backend.name}.{tool}.txt")
     cmd = [exe, "--tool", tool, "--error-exitcode", "99", sys.executable, "-m", "ddtree_compat", "replay", str(path),
-           "--backend", backend_registry.replay_spec(backend), "--tier", target.tier]
+           "--backend", backend_registry.replay_spec(backend), "--tier", target.tier, "--kernel", kernel]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": target.device.split(":")[-1]} if target.tier == "device" else None
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
@@ -237,49 +254,83 @@ def _sanitize(tool: str, path: Path, backend, target: Target) -> tuple[str, str]
     return str(report), f"{tool}: {summary} (report {report})"
 
 
-@pytest.fixture
-def ddtree_check_verify(request: pytest.FixtureRequest):
-    """``check(target, backend, case)``: run one verify cell and fail/skip with a replayable message.
+def _check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: str, case, run) -> Verdict:
+    """Run one cell (``run() -> Verdict``), record it, and fail or skip with a replayable message.
 
     Writes the cell's ``start`` line first. After a sticky CUDA fault it records the cell and, in an
     xdist worker, exits the worker (see :mod:`ddtree_compat.isolation`).
     """
+    suite = request.config.stash[SUITE]
+    node = request.node
+    node.stash[CELL_CASE], node.stash[CELL_KERNEL] = case, kernel
+    reason = backend_registry.kernel_unavailable_reason(backend, target, kernel)
+    if not reason and kernel.endswith("@graph"):
+        if target.tier != "device":
+            reason = "CUDA graphs need the device tier"
+        elif not getattr(backend, "graph_capturable", True):
+            reason = f"{backend.name} runs on the host: not capturable in a CUDA graph"
+    if not reason and suite.poisoned_by and target.tier == "device":
+        reason = f"CUDA context poisoned by {suite.poisoned_by}; run under xdist (-n 1) to isolate faults"
+    if reason:
+        node.stash[VERDICT] = Verdict("skip", reason)
+        pytest.skip(f"{backend.name} {kernel} on {target.id}: {reason}")
+    coords = coordinates(target, backend, case, node.nodeid, kernel)
+    if suite.writer is not None:
+        suite.writer.start(coords)
+    verdict = run()
+    node.stash[VERDICT] = verdict
+    if verdict.outcome == "pass":
+        return verdict
+    path = case.save(suite.cases_dir)
+    node.stash[CASE_PATH] = str(path)
+    sanitizer, note = "", ""
+    if suite.sanitize and target.tier == "device":
+        sanitizer, note = _sanitize(suite.sanitize, path, backend, target, kernel)
+        node.stash[SANITIZER] = sanitizer
+    kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
+    message = (f"{kind}: {backend.name} {kernel} on {target.id}, case {case.id}: {verdict.message}\n"
+               f"{replay_line(path, backend, target, node.nodeid, kernel)}\n"
+               + (f"{note}\n" if note else "") + env_line(suite.writer.env if suite.writer else {}))
+    if verdict.outcome == "fault" and is_sticky(verdict.fault_class, verdict.context_poisoned):
+        if in_xdist_worker(request.config):
+            if suite.writer is not None:
+                suite.writer.write(record_of(coords, verdict, str(path), sanitizer))
+            sys.stderr.write(message + "\nsticky CUDA fault: exiting this xdist worker for a fresh one\n")
+            exit_worker()
+        if target.tier == "device":
+            suite.poisoned_by = node.nodeid
+    pytest.fail(message, pytrace=False)
+
+
+@pytest.fixture
+def ddtree_check_verify(request: pytest.FixtureRequest):
+    """``check(target, backend, case)``: run one ``verify_tree_greedy`` cell (see :func:`_check_cell`)."""
 
     def check(target: Target, backend, case: VerifyCase) -> Verdict:
-        suite = request.config.stash[SUITE]
-        node = request.node
-        reason = backend.unavailable_reason(target)
-        if not reason and suite.poisoned_by and target.tier == "device":
-            reason = f"CUDA context poisoned by {suite.poisoned_by}; run under xdist (-n 1) to isolate faults"
-        if reason:
-            node.stash[VERDICT] = Verdict("skip", reason)
-            pytest.skip(f"{backend.name} on {target.id}: {reason}")
-        coords = coordinates(target, backend, case, node.nodeid)
-        if suite.writer is not None:
-            suite.writer.start(coords)
-        verdict = run_verify(case, backend, target)
-        node.stash[VERDICT] = verdict
-        if verdict.outcome == "pass":
-            return verdict
-        path = case.save(suite.cases_dir)
-        node.stash[CASE_PATH] = str(path)
-        sanitizer, note = "", ""
-        if suite.sanitize and target.tier == "device":
-            sanitizer, note = _sanitize(suite.sanitize, path, backend, target)
-            node.stash[SANITIZER] = sanitizer
-        kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
-        message = (f"{kind}: {backend.name} on {target.id}, case {case.id}: {verdict.message}\n"
-                   f"{replay_line(path, backend, target, node.nodeid)}\n"
-                   + (f"{note}\n" if note else "") + env_line(suite.writer.env if suite.writer else {}))
-        if verdict.outcome == "fault" and is_sticky(verdict.fault_class, verdict.context_poisoned):
-            if in_xdist_worker(request.config):
-                if suite.writer is not None:
-                    suite.writer.write(record_of(coords, verdict, str(path), sanitizer))
-                sys.stderr.write(message + "\nsticky CUDA fault: exiting this xdist worker for a fresh one\n")
-                exit_worker()
-            if target.tier == "device":
-                suite.poisoned_by = node.nodeid
-        pytest.fail(message, pytrace=False)
+        return _check_cell(request, target, backend, "verify_tree_greedy", case,
+                           lambda: run_verify(case, backend, target))
+
+    return check
+
+
+@pytest.fixture
+def ddtree_check_run(request: pytest.FixtureRequest):
+    """``check(target, backend, kernel, case, run)``: any cell whose ``run() -> Verdict`` is the test's own
+    (e.g. CUDA-graph replays); recorded, skipped and failed like the others (see :func:`_check_cell`)."""
+
+    def check(target: Target, backend, kernel: str, case, run) -> Verdict:
+        return _check_cell(request, target, backend, kernel, case, run)
+
+    return check
+
+
+@pytest.fixture
+def ddtree_check_commit(request: pytest.FixtureRequest):
+    """``check(target, backend, kernel, commit_case)``: run one commit-kernel cell (see :func:`_check_cell`)."""
+    from .commit import run_commit
+
+    def check(target: Target, backend, kernel: str, case) -> Verdict:
+        return _check_cell(request, target, backend, kernel, case, lambda: run_commit(case, kernel, backend, target))
 
     return check
 
@@ -289,7 +340,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = (yield).get_result()
     suite = item.config.stash.get(SUITE, None)
     params = getattr(getattr(item, "callspec", None), "params", {})
-    if suite is None or "ddtree_case" not in params:
+    case = params.get("ddtree_case") or params.get("ddtree_commit_case") or item.stash.get(CELL_CASE, None)
+    if suite is None or case is None:
         return
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return
@@ -299,7 +351,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                           fault_class=None if report.skipped else "other")
     report.user_properties.append(("ddtree_outcome", verdict.outcome))
     if suite.writer is not None:
-        coords = coordinates(params["ddtree_target"], params["ddtree_backend"], params["ddtree_case"], item.nodeid)
+        coords = coordinates(params["ddtree_target"], params["ddtree_backend"], case, item.nodeid,
+                             params.get("ddtree_kernel") or item.stash.get(CELL_KERNEL, "verify_tree_greedy"))
         suite.writer.write(record_of(coords, verdict, item.stash.get(CASE_PATH, ""), item.stash.get(SANITIZER, "")))
 
 

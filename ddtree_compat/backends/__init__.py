@@ -25,8 +25,6 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
-import torch
-
 from ..errors import BackendError
 from ..tiers import Target
 
@@ -35,26 +33,32 @@ BUILTIN = {
     "oracle": "ddtree_compat.backends.oracle:OracleBackend",
     "sglang-triton": "ddtree_compat.backends.sglang_triton:SGLangTritonBackend",
     "sglang-cuda": "ddtree_compat.backends.sglang_cuda:SGLangCudaBackend",
+    "sglang-torch": "ddtree_compat.backends.sglang_torch:SGLangTorchBackend",
 }
+VERIFY_KERNEL = "verify_tree_greedy"
+COMMIT_KERNELS = ("accept_out_cache_loc", "commit_outputs", "bonus_tokens", "assign_req_to_token", "move_kv")
 
 
 @runtime_checkable
 class Backend(Protocol):
+    """Required: ``name`` and ``unavailable_reason``. Kernels are optional methods: a backend is
+    parametrized only for the kernels it has (``verify_tree_greedy`` and/or the commit kernels of
+    :mod:`ddtree_compat.commit`); ``kernel_unavailable_reason(target, kernel)``, when present,
+    refines availability per kernel."""
+
     name: str
 
     def unavailable_reason(self, target: Target) -> str | None: ...
 
-    def verify_tree_greedy(
-        self,
-        predicts: torch.Tensor,
-        accept_index: torch.Tensor,
-        accept_token_num: torch.Tensor,
-        candidates: torch.Tensor,
-        retrive_index: torch.Tensor,
-        retrive_next_token: torch.Tensor,
-        retrive_next_sibling: torch.Tensor,
-        target_predict: torch.Tensor,
-    ) -> None: ...
+
+def kernels_of(backend: Backend) -> tuple[str, ...]:
+    """The kernels this backend implements, in suite order."""
+    return tuple(k for k in (VERIFY_KERNEL, *COMMIT_KERNELS) if callable(getattr(backend, k, None)))
+
+
+def kernel_unavailable_reason(backend: Backend, target: Target, kernel: str) -> str | None:
+    refine = getattr(backend, "kernel_unavailable_reason", None)
+    return refine(target, kernel) if refine else backend.unavailable_reason(target)
 
 
 def registered() -> dict[str, str]:
@@ -74,9 +78,9 @@ def _load(spec: str, where: str) -> Backend:
     except (ImportError, AttributeError) as e:
         raise BackendError(where, spec, "an importable module:object", f"cannot load ({type(e).__name__}: {e})")
     backend = obj() if isinstance(obj, type) else obj
-    if not isinstance(backend, Backend):
-        raise BackendError(where, spec, "an object with name, unavailable_reason, verify_tree_greedy",
-                           "not a backend")
+    if not isinstance(backend, Backend) or not kernels_of(backend):
+        raise BackendError(where, spec, "an object with name, unavailable_reason and a kernel method "
+                           "(verify_tree_greedy, accept_out_cache_loc, ...)", "not a backend")
     return backend
 
 

@@ -15,6 +15,7 @@ from ..tiers import Target
 
 class OracleBackend:
     name = "oracle"
+    graph_capturable = False  # reads tensors back to the host: cannot run inside a CUDA graph capture
 
     def unavailable_reason(self, target: Target) -> str | None:
         if target.fake:
@@ -33,3 +34,29 @@ class OracleBackend:
                 if v is not None:
                     accept_index[b, j] = v
         accept_token_num.copy_(torch.tensor(out.accept_token_num, dtype=accept_token_num.dtype))
+
+    # ---- commit kernels (see ddtree_compat.commit): plain loops, written apart from the oracle's plan
+
+    def accept_out_cache_loc(self, accept_index, out_cache_loc, accept_out_cache_loc) -> None:
+        kept = [int(out_cache_loc[i]) for i in accept_index.tolist() if i != -1]
+        accept_out_cache_loc[: len(kept)] = torch.tensor(kept, dtype=accept_out_cache_loc.dtype)
+
+    def commit_outputs(self, predict, accept_index, accept_lens, seq_lens):
+        lens = accept_lens.tolist()
+        bonus = [int(predict[int(accept_index[b, n - 1])]) for b, n in enumerate(lens)]
+        return seq_lens + accept_lens.to(seq_lens.dtype), torch.tensor(bonus, dtype=torch.int32)
+
+    def bonus_tokens(self, accept_tokens, accept_lens, bonus, accept_stride) -> None:
+        for b, n in enumerate(accept_lens.tolist()):
+            bonus[b] = accept_tokens[b * accept_stride + n - 1]
+
+    def assign_req_to_token(self, req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc) -> None:
+        offset = 0
+        for row, s, e in zip(req_pool_indices.tolist(), start_offset.tolist(), end_offset.tolist()):
+            req_to_token[row, s:e] = out_cache_loc[offset:offset + e - s].to(req_to_token.dtype)
+            offset += e - s
+
+    def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
+        for buf in (*k_buffers, *v_buffers):
+            rows = buf[src_loc].clone()  # read all, then write all
+            buf[tgt_loc] = rows

@@ -1,5 +1,7 @@
 """``sglang-triton``: SGLang's Triton tree verify, ``verify_tree_greedy_triton``
-(``sglang.kernels.ops.speculative.spec_tree``, sglang 0.5.23). Runs on the device tier and, under
+(``sglang.kernels.ops.speculative.spec_tree``, sglang 0.5.23), and its Triton commit kernels
+(``fill_accept_out_cache_loc``, ``prepare_verify_commit_outputs``, ``fill_bonus_tokens`` in
+``...speculative.eagle``; ``assign_req_to_token_pool`` in ``sglang.srt.mem_cache.allocation``). Runs on the device tier and, under
 ``TRITON_INTERPRET=1``, on the CPU interpret tier. The kernel infers ``bs``, ``C`` and
 ``accept_width`` from tensor shapes and specialises on them (constexpr), so each shape compiles once.
 """
@@ -10,6 +12,12 @@ from ..tiers import Target
 from ._sglang import device_reason, import_error, interpreter_on
 
 MODULE = "sglang.kernels.ops.speculative.spec_tree"
+COMMIT_MODULES = {  # commit kernel -> module it lives in (sglang 0.5.23)
+    "accept_out_cache_loc": "sglang.kernels.ops.speculative.eagle",
+    "commit_outputs": "sglang.kernels.ops.speculative.eagle",
+    "bonus_tokens": "sglang.kernels.ops.speculative.eagle",
+    "assign_req_to_token": "sglang.srt.mem_cache.allocation",
+}
 
 
 class SGLangTritonBackend:
@@ -26,9 +34,36 @@ class SGLangTritonBackend:
                 return reason
         return import_error(MODULE)
 
+    def kernel_unavailable_reason(self, target: Target, kernel: str) -> str | None:
+        """Commit kernels live in other modules; ``assign_req_to_token`` pulls in SGLang's memory pool."""
+        return self.unavailable_reason(target) or import_error(COMMIT_MODULES.get(kernel, MODULE))
+
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:
         from sglang.kernels.ops.speculative.spec_tree import verify_tree_greedy_triton
 
         verify_tree_greedy_triton(predicts, accept_index, accept_token_num, candidates, retrive_index,
                                   retrive_next_token, retrive_next_sibling, target_predict)
+
+    # ---- commit kernels: sglang.kernels.ops.speculative.eagle and sglang.srt.mem_cache.allocation
+
+    def accept_out_cache_loc(self, accept_index, out_cache_loc, accept_out_cache_loc) -> None:
+        from sglang.kernels.ops.speculative.eagle import fill_accept_out_cache_loc_func
+
+        fill_accept_out_cache_loc_func(accept_index, out_cache_loc, accept_out_cache_loc, accept_index.numel())
+
+    def commit_outputs(self, predict, accept_index, accept_lens, seq_lens):
+        from sglang.kernels.ops.speculative.eagle import prepare_verify_commit_outputs
+
+        return prepare_verify_commit_outputs(predict, accept_index, accept_lens, seq_lens)
+
+    def bonus_tokens(self, accept_tokens, accept_lens, bonus, accept_stride) -> None:
+        from sglang.kernels.ops.speculative.eagle import fill_bonus_tokens_func
+
+        fill_bonus_tokens_func(accept_tokens, accept_lens, bonus, accept_stride, accept_lens.numel())
+
+    def assign_req_to_token(self, req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc) -> None:
+        from sglang.srt.mem_cache.allocation import assign_req_to_token_pool_func
+
+        assign_req_to_token_pool_func(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc,
+                                      req_pool_indices.numel())

@@ -68,6 +68,12 @@ def test_buffers_are_poisoned_and_banded():
     ("triton.compiler.errors.CompilationError: at 12:4", "triton-compile-error"),
     ("Failed: Timeout >300.0s", "hang"),
     ("ValueError: something else", "other"),
+    # PyTorch's boilerplate mentions device-side assertions on every CUDA error: the primary clause decides.
+    ("AcceleratorError: CUDA error: unspecified launch failure Search for `cudaErrorLaunchFailure' in https://docs."
+     " CUDA kernel errors might be asynchronously reported... Compile with `TORCH_USE_CUDA_DSA` to enable "
+     "device-side assertions.", "launch-failure"),
+    ("AcceleratorError: CUDA error: device-side assert triggered Search for `cudaErrorAssert' ... Compile with "
+     "`TORCH_USE_CUDA_DSA` to enable device-side assertions.", "device-side-assert"),
 ])
 def test_fault_classes(text, cls):
     assert cls in FAULT_CLASSES and classify(text) == cls

@@ -3,6 +3,7 @@ hangs are recorded by the controller, every result is durable, and a SIGKILLed r
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +46,8 @@ def mixed_sweep(pytester, faults, tier, timeout, cases=2):
     for p in paths:
         args += ["--ddtree-case", p]
     result = pytester.runpytest_subprocess(*args, timeout=600)
+    if os.environ.get("SELFTEST_RESULTS_COPY"):  # keep the device run's results (docs/results/)
+        shutil.copy(pytester.path / "r.jsonl", os.environ["SELFTEST_RESULTS_COPY"])
     return result, results_by_backend(pytester.path / "r.jsonl"), len(paths)
 
 

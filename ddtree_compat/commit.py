@@ -1,0 +1,342 @@
+"""The commit stage: cases, oracle expectations and judging for the KV-cache commit kernels.
+
+After verify, a DDTree round commits the accepted path (SGLang DDTree PR #29907, page_size 1: keep the
+accepted nodes' slots where they are; earlier PR #27509: compact their K/V rows to contiguous slots,
+"read all, then write all"). The kernels (names are :data:`KERNELS`, each a backend method):
+
+* ``accept_out_cache_loc(accept_index, out_cache_loc, accept_out_cache_loc)``: SGLang
+  ``fill_accept_out_cache_loc``: the kept slots ``out_cache_loc[accept_index != -1]``, compacted in
+  order. ``accept_index`` int32 ``[bs * S]`` (-1 past each path), ``out_cache_loc`` int64 ``[bs * C]``,
+  output int64 ``[sum(accept_len)]``.
+* ``commit_outputs(predict, accept_index, accept_lens, seq_lens) -> (new_seq_lens, bonus)``: SGLang
+  ``prepare_verify_commit_outputs``: ``seq_lens + accept_lens`` and the bonus token
+  ``predict[accept_index[b, accept_lens[b] - 1]]``. It allocates its outputs itself (so no poison).
+* ``bonus_tokens(accept_tokens, accept_lens, bonus, accept_stride)``: SGLang ``fill_bonus_tokens``:
+  ``bonus[b] = accept_tokens[b * S + accept_lens[b] - 1]``.
+* ``assign_req_to_token(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc)``:
+  SGLang ``assign_req_to_token_pool``: ``req_to_token[row_b, seq_len_b : seq_len_b + accept_len_b]``
+  = that request's kept slots (the compacted list, requests in order). ``req_to_token`` int32
+  ``[rows, max_context]``.
+* ``move_kv(k_buffers, v_buffers, tgt_loc, src_loc)``: SGLang ``move_kv_cache_native`` (per-layer
+  ``[slots, heads, head_dim]`` pools): rows at ``src_loc`` copied to ``tgt_loc`` (the first
+  ``accept_len`` slots of each request's verify block), all reads before any write.
+
+Every verify grid case feeds one commit case; its slot layout (page size 1 / 16 / 64, allocation at
+the pool's start, at its end, or crossing a page boundary) and KV layout (heads, head_dim 64 / 128 /
+256, fp16 / bf16 / fp32 / fp8 stored as uint8) rotate with the case index, so every layout meets many
+trees without multiplying the grid.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .backends import COMMIT_KERNELS
+from .buffers import POISON, Guarded
+from .cases import VerifyCase, _seed, grid
+from .errors import CaseError
+from .faults import classify, context_poisoned, describe
+from .harness import Verdict
+from .tiers import Target
+
+KERNELS = COMMIT_KERNELS
+PAGE_SIZES = (1, 16, 64)
+PLACEMENTS = ("start", "pool-end", "page-cross")
+KV_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.uint8}
+KV_SHAPES = ((1, 64), (8, 128), (2, 256), (4, 64), (8, 256))  # (heads, head_dim)
+SCHEMA = "ddtree-compat/commit-case/1"
+LAYERS = 2
+
+
+@dataclass(frozen=True)
+class CommitCase:
+    """One commit of a verified batch.
+
+    Attributes:
+        verify: the verify case whose oracle result is committed.
+        page_size: KV page size in slots (1, 16, 64); slots of a page are contiguous.
+        placement: ``start`` | ``pool-end`` | ``page-cross`` (where the requests' pages sit / where
+            the verify block starts in its page).
+        kv_heads, head_dim, kv_dtype: the KV pool layout for ``move_kv`` (``fp8`` is stored as uint8,
+            as SGLang stores fp8 KV).
+    """
+
+    verify: VerifyCase
+    page_size: int
+    placement: str
+    kv_heads: int
+    head_dim: int
+    kv_dtype: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.verify.id}-p{self.page_size}-{self.placement}-kv{self.kv_heads}x{self.head_dim}{self.kv_dtype}"
+
+    def check(self) -> "CommitCase":
+        where = f"commit case {self.id}"
+        if self.page_size not in PAGE_SIZES:
+            raise CaseError("page_size", self.page_size, ", ".join(map(str, PAGE_SIZES)), "unsupported", where)
+        if self.placement not in PLACEMENTS:
+            raise CaseError("placement", self.placement, ", ".join(PLACEMENTS), "unknown", where)
+        if self.kv_dtype not in KV_DTYPES:
+            raise CaseError("kv_dtype", self.kv_dtype, ", ".join(KV_DTYPES), "unknown", where)
+        if self.kv_heads < 1 or self.head_dim < 1:
+            raise CaseError("kv_heads", (self.kv_heads, self.head_dim), "positive integers", "out of range", where)
+        self.verify.check()
+        return self
+
+    def to_json(self) -> str:
+        data = {k: v for k, v in asdict(self).items() if k != "verify"}
+        return json.dumps({"schema": SCHEMA, **data, "verify": json.loads(self.verify.to_json())},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "commit case JSON") -> "CommitCase":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CaseError("json", text[:40], "a JSON object written by CommitCase.to_json", f"not JSON ({e.msg})",
+                            where)
+        if not isinstance(data, dict) or data.pop("schema", None) != SCHEMA:
+            raise CaseError("schema", None, SCHEMA, "wrong schema", where)
+        try:
+            verify = VerifyCase.from_json(json.dumps(data.pop("verify")), where)
+            return cls(verify=verify, **data).check()
+        except TypeError as e:
+            raise CaseError("fields", str(e), "page_size, placement, kv_heads, head_dim, kv_dtype, verify",
+                            "malformed", where)
+
+    def save(self, directory) -> Path:
+        path = Path(directory) / f"{self.id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json())
+        return path
+
+
+def commit_cases(profile: str = "default") -> tuple[CommitCase, ...]:
+    """One commit case per verify grid case, layouts rotating with the case index."""
+    out = []
+    for i, v in enumerate(grid(profile)):
+        heads, dim = KV_SHAPES[i % len(KV_SHAPES)]
+        out.append(CommitCase(v, PAGE_SIZES[i % 3], PLACEMENTS[(i // 3) % 3], heads, dim,
+                              tuple(KV_DTYPES)[(i // 9) % len(KV_DTYPES)]))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------------------
+# Layout: slots, sequence lengths, request rows
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class CommitLayout:
+    """Concrete state before the commit (CPU tensors).
+
+    Attributes:
+        out_cache_loc: int64 ``[bs * C]``: slot of each verify node (padding slots -1).
+        seq_lens: int64 ``[bs]``: tokens in each request's cache before the verify block.
+        req_pool_indices: int64 ``[bs]``: each request's row in ``req_to_token``.
+        req_to_token: int32 ``[rows, max_context]``: prefix slots filled, the rest POISON.
+        pool_slots: KV slots in the pool (a multiple of ``page_size``).
+        accept_index: int32 ``[bs, S]``: the oracle verify's accept_index, -1 past each path.
+        accept_lens: int32 ``[bs]``: ``accepted + 1``.
+        predict: int32 ``[bs * C]``: verify's ``predicts`` (target token at every node).
+        paths: accepted node indices per request.
+    """
+
+    out_cache_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    req_pool_indices: torch.Tensor
+    req_to_token: torch.Tensor
+    pool_slots: int
+    accept_index: torch.Tensor
+    accept_lens: torch.Tensor
+    predict: torch.Tensor
+    paths: list[tuple[int, ...]]
+
+
+def layout(case: CommitCase) -> CommitLayout:
+    """Build the pre-commit state of ``case`` deterministically (seeded by its id)."""
+    v, p = case.verify, case.page_size
+    bs, cap, d = v.batch, v.slots, v.num_nodes
+    rng = np.random.default_rng(_seed(case.id))
+    prefix = [int(rng.integers(1, 200)) for _ in range(bs)]
+    if case.placement == "page-cross" and p > 1:
+        prefix = [(x // p) * p + p - 2 + p for x in prefix]  # the verify block starts 2 slots before a page end
+    pages_per_req = [-(-(x + d) // p) for x in prefix]
+    total_pages = sum(pages_per_req) + 4
+    pool_pages = total_pages + (0 if case.placement == "pool-end" else 64)
+    first = pool_pages - total_pages if case.placement == "pool-end" else 1
+    pages = list(range(first, first + total_pages))
+    rng.shuffle(pages)  # requests own scattered pages
+    out_cache_loc = torch.full((bs * cap,), -1, dtype=torch.int64)
+    max_context = max(x + d for x in prefix) + 8
+    rows = bs + 3
+    req_pool_indices = torch.tensor(rng.permutation(rows)[:bs], dtype=torch.int64)
+    req_to_token = torch.full((rows, max_context), POISON, dtype=torch.int32)
+    taken = 0
+    for b in range(bs):
+        own = pages[taken:taken + pages_per_req[b]]
+        taken += pages_per_req[b]
+        slot = [own[pos // p] * p + pos % p for pos in range(prefix[b] + d)]
+        req_to_token[req_pool_indices[b], :prefix[b]] = torch.tensor(slot[:prefix[b]], dtype=torch.int32)
+        out_cache_loc[b * cap:b * cap + d] = torch.tensor(slot[prefix[b]:])
+    results = v.expected()
+    accept_index = torch.full((bs, v.width), -1, dtype=torch.int32)
+    predict = torch.full((bs * cap,), POISON, dtype=torch.int32)
+    for b, (req, res) in enumerate(zip(v.requests, results)):
+        accept_index[b, :len(res.path)] = torch.tensor([b * cap + k for k in res.path], dtype=torch.int32)
+        predict[b * cap:b * cap + d] = torch.tensor(req.target_predict, dtype=torch.int32)
+    return CommitLayout(out_cache_loc, torch.tensor(prefix, dtype=torch.int64), req_pool_indices, req_to_token,
+                        pool_pages * p, accept_index,
+                        torch.tensor([len(r.path) for r in results], dtype=torch.int32), predict,
+                        [r.path for r in results])
+
+
+def kept_slots(case: CommitCase, lay: CommitLayout) -> torch.Tensor:
+    """Oracle: the accepted nodes' slots, request by request in path order (int64)."""
+    cap = case.verify.slots
+    return torch.tensor([int(lay.out_cache_loc[b * cap + k]) for b, path in enumerate(lay.paths) for k in path],
+                        dtype=torch.int64)
+
+
+def move_plan(case: CommitCase, lay: CommitLayout) -> tuple[torch.Tensor, torch.Tensor]:
+    """Oracle ``(tgt_loc, src_loc)`` of the compacting commit: path rows to the block's first slots."""
+    cap = case.verify.slots
+    tgt, src = [], []
+    for b, path in enumerate(lay.paths):
+        tgt += [int(lay.out_cache_loc[b * cap + i]) for i in range(len(path))]
+        src += [int(lay.out_cache_loc[b * cap + k]) for k in path]
+    return torch.tensor(tgt, dtype=torch.int64), torch.tensor(src, dtype=torch.int64)
+
+
+# --------------------------------------------------------------------------------------------------
+# Running and judging one kernel
+# --------------------------------------------------------------------------------------------------
+
+
+def _compare(name: str, got: torch.Tensor, want: torch.Tensor) -> str:
+    if got.shape == want.shape and torch.equal(got, want):
+        return ""
+    if got.shape != want.shape:
+        return f"{name}: shape {tuple(got.shape)} (want {tuple(want.shape)})"
+    bad = (got != want).nonzero().tolist()[:5]
+    return f"{name}: {len((got != want).nonzero())} element(s) differ, e.g. " + ", ".join(
+        f"{i}: {got[tuple(i)].item()} (want {want[tuple(i)].item()})" for i in bad)
+
+
+def _canaries(guards: dict[str, Guarded]) -> list[str]:
+    return [f"out-of-bounds write: canary of {n} changed at offsets {g.damaged_canaries()[:8]}"
+            for n, g in guards.items() if g.damaged_canaries()]
+
+
+KV_BAND = 64  # elements of random bits before and after each KV pool; must come back unchanged
+
+
+def _kv_pool(case: CommitCase, lay: CommitLayout, device: str, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A per-layer pool ``[pool_slots + page_size, heads, head_dim]`` of random values inside a banded
+    allocation; returns ``(storage, view)``."""
+    shape = (lay.pool_slots + case.page_size, case.kv_heads, case.head_dim)  # one spare page, as SGLang keeps
+    dtype = KV_DTYPES[case.kv_dtype]
+    n = int(np.prod(shape))
+    bits = torch.randint(-(2 ** 15), 2 ** 15, (n + 2 * KV_BAND,), dtype=torch.int32, generator=gen)
+    if dtype == torch.uint8:
+        storage = (bits & 0xFF).to(torch.uint8)
+    else:
+        storage = (bits.float() / 2 ** 13).to(dtype)  # finite values: NaN bit patterns would not compare equal
+    storage = storage.to(device)
+    return storage, storage[KV_BAND:KV_BAND + n].view(shape)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.cpu().view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdict:
+    """Run one commit kernel of ``backend`` on ``case`` and judge it exactly against the oracle."""
+    device = target.device
+    lay = layout(case)
+    keep = kept_slots(case, lay)
+    bs, width = case.verify.batch, case.verify.width
+    problems: list[str] = []
+    try:
+        start = time.perf_counter()
+        if kernel == "accept_out_cache_loc":
+            ai = Guarded.of(lay.accept_index.flatten(), device)
+            ocl = Guarded.of(lay.out_cache_loc, device)
+            out = Guarded.of(torch.full((keep.numel(),), POISON, dtype=torch.int64), device)
+            backend.accept_out_cache_loc(ai.view, ocl.view, out.view)
+            _sync(device)
+            problems += [_compare("accept_out_cache_loc", out.view.cpu(), keep)]
+            problems += _canaries({"accept_out_cache_loc": out, "accept_index": ai, "out_cache_loc": ocl})
+        elif kernel == "commit_outputs":
+            new_seq, bonus = backend.commit_outputs(lay.predict.to(device), lay.accept_index.to(device),
+                                                    lay.accept_lens.to(device), lay.seq_lens.to(device))
+            _sync(device)
+            want_bonus = torch.tensor([int(lay.predict[b * case.verify.slots + path[-1]])
+                                       for b, path in enumerate(lay.paths)], dtype=torch.int32)
+            problems += [_compare("new_seq_lens", new_seq.cpu().to(torch.int64), lay.seq_lens + lay.accept_lens),
+                         _compare("bonus", bonus.cpu().to(torch.int32), want_bonus)]
+        elif kernel == "bonus_tokens":
+            tokens = torch.full((bs, width), POISON, dtype=torch.int32)
+            for b, path in enumerate(lay.paths):
+                tokens[b, :len(path)] = lay.predict[[b * case.verify.slots + k for k in path]]
+            acc = Guarded.of(tokens.flatten(), device)
+            out = Guarded.of(torch.full((bs,), POISON, dtype=torch.int32), device)
+            backend.bonus_tokens(acc.view, lay.accept_lens.to(device), out.view, width)
+            _sync(device)
+            problems += [_compare("bonus", out.view.cpu(), tokens[torch.arange(bs), lay.accept_lens.long() - 1])]
+            problems += _canaries({"bonus": out, "accept_tokens": acc})
+        elif kernel == "assign_req_to_token":
+            r2t = Guarded.of(lay.req_to_token, device)
+            ends = lay.seq_lens + lay.accept_lens
+            src = Guarded.of(keep, device)
+            backend.assign_req_to_token(lay.req_pool_indices.to(device), r2t.view, lay.seq_lens.to(device),
+                                        ends.to(device), src.view)
+            _sync(device)
+            want = lay.req_to_token.clone()
+            offset = 0
+            for b, path in enumerate(lay.paths):
+                row, s = int(lay.req_pool_indices[b]), int(lay.seq_lens[b])
+                want[row, s:s + len(path)] = keep[offset:offset + len(path)].to(torch.int32)
+                offset += len(path)
+            problems += [_compare("req_to_token", r2t.view.cpu(), want)]
+            problems += _canaries({"req_to_token": r2t, "out_cache_loc": src})
+        elif kernel == "move_kv":
+            gen = torch.Generator().manual_seed(_seed(case.id, "kv"))
+            pools = [_kv_pool(case, lay, device, gen) for _ in range(2 * LAYERS)]
+            before = [_bits(storage).clone() for storage, _ in pools]
+            tgt, src = move_plan(case, lay)
+            backend.move_kv([v for _, v in pools[:LAYERS]], [v for _, v in pools[LAYERS:]], tgt.to(device),
+                            src.to(device))
+            _sync(device)
+            for i, ((storage, view), old) in enumerate(zip(pools, before)):
+                want = old.clone()
+                rows = want[KV_BAND:KV_BAND + view.numel()].view(view.shape)
+                rows[tgt] = rows[src].clone()  # read all, then write all
+                problems += [_compare(f"{'kv'[i // LAYERS]}_buffer[{i % LAYERS}] (bits, bands included)",
+                                      _bits(storage), want)]
+        else:
+            raise CaseError("kernel", kernel, ", ".join(KERNELS), "unknown commit kernel")
+        duration = time.perf_counter() - start
+    except CaseError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a kernel error is a classified fault
+        text = describe(e)
+        return Verdict("fault", text, fault_class=classify(text), context_poisoned=context_poisoned())
+    problems = [p for p in problems if p]
+    accepted = [len(p) - 1 for p in lay.paths]
+    if problems:
+        return Verdict("wrong", "; ".join(problems), accepted_expected=accepted)
+    return Verdict("pass", duration_s=duration, accepted_expected=accepted, accepted_got=accepted)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
