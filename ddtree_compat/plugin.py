@@ -3,7 +3,9 @@
 It adds the ``--ddtree-*`` options, registers tier and arch markers, parametrizes any test that asks
 for ``ddtree_target``/``ddtree_backend``/``ddtree_case``, judges cells through
 :func:`ddtree_compat.harness.run_verify` (fixture ``ddtree_check_verify``), appends each cell's result
-to the results file, and prints a summary. A test inside another repo needs only::
+to the results file, and prints a summary. Cells covered by the known-issues manifest
+(:mod:`ddtree_compat.known_issues`, ``--ddtree-known-issues``) are marked ``xfail(strict=True)`` as they
+are parametrized and recorded with ``known_issue``. A test inside another repo needs only::
 
     def test_verify(ddtree_target, ddtree_backend, ddtree_case, ddtree_check_verify):
         ddtree_check_verify(ddtree_target, ddtree_backend, ddtree_case)
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from . import backends as backend_registry
+from . import known_issues
 from .arch import ARCHES, FAMILIES, Gpu, detect_gpus, family
 from .cases import PROFILE_GRIDS, VerifyCase, check_profile, grid
 from .errors import DDTreeInputError
@@ -43,6 +46,7 @@ class Suite:
     case_files: list[str]
     cases_dir: Path
     writer: ResultsWriter | None
+    known: known_issues.Manifest = field(default_factory=known_issues.Manifest)
     counts: Counter = field(default_factory=Counter)
 
     def cases(self) -> tuple[VerifyCase, ...]:
@@ -74,6 +78,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="run these case files instead of the grid (repeatable)")
     g.addoption("--ddtree-cases-dir", default=DEFAULT_CASES_DIR, metavar="DIR",
                 help=f"where failing cases are written as JSON (default {DEFAULT_CASES_DIR})")
+    g.addoption("--ddtree-known-issues", default=os.environ.get("DDTREE_KNOWN_ISSUES", str(known_issues.SHIPPED)),
+                metavar="PATH", help="TOML manifest of expected failures, run as strict xfail (env DDTREE_KNOWN_ISSUES; "
+                                     "default the shipped ddtree_compat/known_issues.toml; '' = none)")
 
 
 def _register_markers(config: pytest.Config, gpus: list[Gpu]) -> None:
@@ -101,17 +108,18 @@ def pytest_configure(config: pytest.Config) -> None:
         case_files = config.getoption("ddtree_case")
         for p in case_files:
             VerifyCase.load(p)  # validate now: a bad case is a usage error, never a skipped cell
+        known = known_issues.load(config.getoption("ddtree_known_issues"))
     except DDTreeInputError as e:
         raise pytest.UsageError(str(e)) from None
     _register_markers(config, gpus)
     if tier == "interpret":
         enable_interpreter()
     results_path = config.getoption("ddtree_results")
-    writer = ResultsWriter(results_path, environment(tier, profile)) if results_path else None
+    writer = ResultsWriter(results_path, environment(tier, profile, known.as_env())) if results_path else None
     targets = targets_for(tier, gpus)
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
     suite = Suite(tier, profile, gpus, targets, chosen, case_files,
-                  Path(config.getoption("ddtree_cases_dir")), writer)
+                  Path(config.getoption("ddtree_cases_dir")), writer, known)
     config.stash[SUITE] = suite
     config.pluginmanager.register(_Summary(suite), "ddtree-summary")
     _hypothesis_profiles(config)
@@ -153,6 +161,12 @@ def _marks(target: Target) -> list:
     return marks
 
 
+def _known_issue(suite: Suite, target: Target, backend, case: VerifyCase | None) -> known_issues.KnownIssue | None:
+    if case is None:  # property tests draw their cases: no budget to match
+        return None
+    return suite.known.match(target.column, backend.name, case.budget, case.topology)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = set(metafunc.fixturenames)
     if not {"ddtree_target", "ddtree_backend"} <= names:
@@ -166,7 +180,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             for case in cases:
                 values = (target, backend, case) if with_cases else (target, backend)
                 ident = "-".join([target.id, backend.name] + ([case.id] if with_cases else []))
-                params.append(pytest.param(*values, id=ident, marks=_marks(target)))
+                marks = _marks(target)
+                issue = _known_issue(suite, target, backend, case)
+                if issue is not None:
+                    marks.append(pytest.mark.xfail(strict=True, reason=issue.describe()))
+                params.append(pytest.param(*values, id=ident, marks=marks))
     argnames = ("ddtree_target", "ddtree_backend", "ddtree_case") if with_cases else ("ddtree_target", "ddtree_backend")
     metafunc.parametrize(argnames, params)
 
@@ -213,17 +231,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     verdict = item.stash.get(VERDICT, None)
     if verdict is None:  # the test never reached the harness: a suite error, not a kernel result
-        verdict = Verdict("skip" if report.skipped else "fault", str(report.longrepr)[:500],
-                          fault_class=None if report.skipped else "other")
+        skipped = report.skipped and not hasattr(report, "wasxfail")  # an xfailed error is still a fault
+        verdict = Verdict("skip" if skipped else "fault", str(report.longrepr)[:500],
+                          fault_class=None if skipped else "other")
     target, backend, case = params["ddtree_target"], params["ddtree_backend"], params["ddtree_case"]
+    issue = _known_issue(suite, target, backend, case)
     report.user_properties.append(("ddtree_outcome", verdict.outcome))
+    if issue is not None and verdict.outcome != "skip":
+        report.user_properties.append(("ddtree_known_issue", known_issues.status(verdict.outcome, issue.id)))
     if suite.writer is not None:
         suite.writer.write(ResultRecord(
             kernel="verify_tree_greedy", tier=target.tier, backend=backend.name, arch=target.column,
             case_id=case.id, budget=case.budget, topology=case.topology, plant=case.plant, batch=case.batch,
             block_size=case.block_size, mode=case.mode, layout=case.layout, outcome=verdict.outcome, duration_s=verdict.duration_s,
             message=verdict.message[:2000], fault_class=verdict.fault_class, nodeid=item.nodeid,
-            case_path=item.stash.get(CASE_PATH, "")))
+            case_path=item.stash.get(CASE_PATH, ""), known_issue=issue.id if issue else ""))
 
 
 class _Summary:
@@ -234,7 +256,7 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
-            if key == "ddtree_outcome":
+            if key in ("ddtree_outcome", "ddtree_known_issue"):
                 self.suite.counts[value] += 1
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -243,6 +265,10 @@ class _Summary:
         parts = ", ".join(f"{self.suite.counts[o]} {o}" for o in OUTCOMES)
         terminalreporter.write_sep("-", "ddtree-compat")
         terminalreporter.write_line(f"cells: {parts}  (tier {self.suite.tier}, profile {self.suite.profile})")
+        if self.suite.counts["xfail"] or self.suite.counts["xpass"]:
+            terminalreporter.write_line(f"known issues: {self.suite.counts['xfail']} failed as expected (xfail), "
+                                        f"{self.suite.counts['xpass']} passed (XPASS(strict): fixed? update "
+                                        f"{self.suite.known.path})")
         if self.suite.writer is not None:
             terminalreporter.write_line(f"results: {self.suite.writer.path}  ->  python -m ddtree_compat report "
                                         f"{self.suite.writer.path}")
