@@ -86,6 +86,9 @@ def _write_report(paths: list[str], out: str | None, html: str | None = None) ->
 
     results = load(paths)
     text = render_markdown(results)
+    for path in (out, html):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     if out:
         Path(out).write_text(text, encoding="utf-8")
     else:
@@ -107,6 +110,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     gate = compare(load([args.baseline]), load([args.candidate]))
     text = render_markdown(gate, args.baseline, args.candidate, limit=args.limit)
     if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
     sys.stdout.write(text)
     return 1 if gate.failed else 0

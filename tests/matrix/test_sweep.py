@@ -23,6 +23,8 @@ def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
     assert by_backend == {"oracle": {"pass"}, "sglang-triton": {"pass"}, "sglang-cuda": {"skip"}}
     report = (out / "slice.md").read_text()
     assert "| 8 | spine | cap16 | spine |" in report and "sglang-triton · interpret" in report
+    assert (out / "slice.png").read_bytes()[:4] == b"\x89PNG"
+    assert "<td>sglang-triton · interpret</td>" in (out / "slice.html").read_text()
 
 
 def test_sweep_on_cpu_refuses_device_tier(tmp_path):
