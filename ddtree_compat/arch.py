@@ -7,14 +7,16 @@ major-version-only gate once made sm121 run sm120-only code. To add an architect
 
 Detection uses NVML first (``pynvml`` from ``nvidia-ml-py``; no CUDA context in the parent, so
 xdist workers fork cleanly), then ``torch.cuda`` as a fallback. ``DDTREE_FAKE_GPUS="sm120,sm121"``
-replaces detection (for testing the gating on hosts without those cards).
+replaces detection (for testing the gating on hosts without those cards). Either way an integer
+``CUDA_VISIBLE_DEVICES`` picks and renumbers the GPUs, as CUDA does (``CUDA_VISIBLE_DEVICES=1`` with
+fake ``sm90,sm120`` is one sm120 at index 0): the sweep pins one xdist worker per GPU that way.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .errors import ArchError
 
@@ -117,8 +119,7 @@ def _respect_visible_devices(gpus: list[Gpu]) -> list[Gpu]:
     if visible is None or not all(v.strip().isdigit() for v in visible.split(",") if v.strip()):
         return gpus
     picked = [int(v) for v in visible.split(",") if v.strip()]
-    return [Gpu(new, gpus[old].name, gpus[old].major, gpus[old].minor) for new, old in enumerate(picked)
-            if old < len(gpus)]
+    return [replace(gpus[old], index=new) for new, old in enumerate(picked) if old < len(gpus)]
 
 
 def _torch_gpus() -> list[Gpu]:
@@ -143,6 +144,6 @@ def detect_gpus() -> list[Gpu]:
     """
     fake = os.environ.get(FAKE_ENV)
     if fake:
-        return _fake_gpus(fake)
+        return _respect_visible_devices(_fake_gpus(fake))
     gpus = _nvml_gpus()
     return gpus if gpus is not None else _torch_gpus()

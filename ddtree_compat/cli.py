@@ -1,9 +1,12 @@
-"""Command line: ``python -m ddtree_compat {sweep,report,replay,cases}``.
+"""Command line: ``python -m ddtree_compat {sweep,report,diff,replay,cases}``.
 
 * ``sweep``: the main job. Runs the kernel tests (``tests/kernels``) on the tier(s) this host has (device
-  when a GPU is visible, else the CPU interpreter), each tier in its own pytest process, appending to a
-  dated results file, then writes the Markdown report beside it.
-* ``report RESULTS...``: render results files (merged) as Markdown.
+  when a GPU is visible, one xdist worker per GPU; else the CPU interpreter), each tier in its own pytest
+  process, appending to a dated results file, then writes the reports beside it (``.md``, ``.html``,
+  ``.png``).
+* ``report RESULTS...``: render results files (merged: several runners or GPUs, one matrix) as Markdown,
+  and with ``--html PAGE`` a self-contained HTML page plus its heatmap PNG beside it.
+* ``diff BASELINE CANDIDATE``: the upgrade gate; lists regressed and fixed cells, exits 1 on a regression.
 * ``replay CASE.json --backend NAME``: run one case in this process and print the verdict.
 * ``cases``: list (or write as JSON) the grid of a profile.
 
@@ -33,7 +36,7 @@ def _default_tests_dir() -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .arch import detect_gpus
     from .cases import check_profile
-    from .tiers import TIERS, resolve_tier
+    from .tiers import TIERS, pinned_worker_args, resolve_tier
 
     gpus = detect_gpus()
     check_profile(args.profile)
@@ -56,11 +59,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         results.unlink()
     worst = 0
     for tier in tiers:
-        workers = args.workers or (str(max(1, len(gpus))) if tier == "device" else "auto")
-        # Fault containment: each cell in an xdist worker, replaced after a sticky CUDA fault or a hang.
+        # device tier: one worker per GPU, pinned with CUDA_VISIBLE_DEVICES; -n N load-balances instead.
+        if tier == "device" and not args.workers:
+            dist = pinned_worker_args(gpus)
+        else:
+            dist = ["-n", args.workers or "auto"]
+        # Fault containment: cells run in xdist workers, replaced after a sticky CUDA fault or a hang.
         cmd = [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
-               f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", "-n", workers, "--max-worker-restart=100000",
+               f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", *dist, "--max-worker-restart=100000",
                f"--timeout={args.timeout}", "--timeout-method=thread", *args.pytest_args]
         if args.resume:
             cmd.append("--ddtree-resume")
@@ -75,25 +82,45 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         worst = max(worst, rc)
     if results.exists():
         report = results.with_suffix(".md")
-        _write_report([str(results)], str(report))
-        print(f"results: {results}\nreport:  {report}")
+        _write_report([str(results)], str(report), str(results.with_suffix(".html")))
+        print(f"results: {results}\nreport:  {report} (and .html, .png)")
     return worst
 
 
-def _write_report(paths: list[str], out: str | None) -> None:
-    from .report import render_markdown
+def _write_report(paths: list[str], out: str | None, html: str | None = None) -> None:
+    from .report import render_heatmap, render_html, render_markdown
     from .results import load
 
-    text = render_markdown(load(paths))
+    results = load(paths)
+    text = render_markdown(results)
+    for path in (out, html):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     if out:
         Path(out).write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
+    if html:
+        png = render_heatmap(results, Path(html).with_suffix(".png"))
+        Path(html).write_text(render_html(results, png), encoding="utf-8")
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    _write_report(args.results, args.output)
+    _write_report(args.results, args.output, args.html)
     return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .gate import compare, render_markdown
+    from .results import load
+
+    gate = compare(load([args.baseline]), load([args.candidate]))
+    text = render_markdown(gate, args.baseline, args.candidate, limit=args.limit)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf-8")
+    sys.stdout.write(text)
+    return 1 if gate.failed else 0
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -169,14 +196,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                    help="re-run failing device cells under compute-sanitizer")
     s.add_argument("--tests", default=str(_default_tests_dir()), help="kernel tests directory")
-    s.add_argument("-n", "--workers", help="xdist workers (default: one per GPU on device, auto on interpret)")
+    s.add_argument("-n", "--workers", help="xdist workers (default: one per GPU, pinned, on device; auto on interpret)")
     s.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     s.set_defaults(func=cmd_sweep)
 
-    r = sub.add_parser("report", help="render results JSONL files as a Markdown matrix")
+    r = sub.add_parser("report", help="merge results JSONL files into one matrix: Markdown, HTML page, heatmap PNG")
     r.add_argument("results", nargs="+")
-    r.add_argument("-o", "--output", help="write here instead of stdout")
+    r.add_argument("-o", "--output", help="write the Markdown here instead of stdout")
+    r.add_argument("--html", metavar="PAGE.html", help="also write a self-contained HTML page and PAGE.png beside it")
     r.set_defaults(func=cmd_report)
+
+    d = sub.add_parser("diff", help="upgrade gate: cells that regressed (pass -> other) or got fixed; exit 1 on "
+                                    "a regression")
+    d.add_argument("baseline", help="results JSONL of the pinned version")
+    d.add_argument("candidate", help="results JSONL of the candidate version")
+    d.add_argument("-o", "--output", help="also write the Markdown verdict here (e.g. $GITHUB_STEP_SUMMARY)")
+    d.add_argument("--limit", type=int, default=50, help="cells listed per section (default 50)")
+    d.set_defaults(func=cmd_diff)
 
     y = sub.add_parser("replay", help="run one case JSON through one backend in this process")
     y.add_argument("case")

@@ -36,3 +36,7 @@ class ArchError(DDTreeInputError):
 
 class ResultsFileError(DDTreeInputError):
     """A results file is not the JSONL this suite writes."""
+
+
+class KnownIssuesError(DDTreeInputError):
+    """The known-issues manifest (TOML) is unreadable or an entry is malformed."""

@@ -3,7 +3,9 @@
 It adds the ``--ddtree-*`` options, registers tier and arch markers, parametrizes any test that asks
 for ``ddtree_target``/``ddtree_backend``/``ddtree_case``, judges cells through
 :func:`ddtree_compat.harness.run_verify` (fixture ``ddtree_check_verify``), appends each cell's result
-to the results file, and prints a summary. A test inside another repo needs only::
+to the results file, and prints a summary. Cells covered by the known-issues manifest
+(:mod:`ddtree_compat.known_issues`, ``--ddtree-known-issues``) are marked ``xfail(strict=True)`` as they
+are parametrized and recorded with ``known_issue``. A test inside another repo needs only::
 
     def test_verify(ddtree_target, ddtree_backend, ddtree_case, ddtree_check_verify):
         ddtree_check_verify(ddtree_target, ddtree_backend, ddtree_case)
@@ -25,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from . import backends as backend_registry
+from . import known_issues
 from .arch import ARCHES, FAMILIES, Gpu, detect_gpus, family
 from .cases import PROFILE_GRIDS, VerifyCase, check_profile, grid
 from .errors import DDTreeInputError
@@ -53,6 +56,7 @@ class Suite:
     resume_limit: int = 0
     sanitize: str = ""
     poisoned_by: str = ""
+    known: known_issues.Manifest = field(default_factory=known_issues.Manifest)
     counts: Counter = field(default_factory=Counter)
 
     def cases(self) -> tuple[VerifyCase, ...]:
@@ -91,6 +95,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="re-run each failing device cell under compute-sanitizer with this tool; attach its report")
     g.addoption("--ddtree-cases-dir", default=DEFAULT_CASES_DIR, metavar="DIR",
                 help=f"where failing cases are written as JSON (default {DEFAULT_CASES_DIR})")
+    g.addoption("--ddtree-known-issues", default=os.environ.get("DDTREE_KNOWN_ISSUES", str(known_issues.SHIPPED)),
+                metavar="PATH", help="TOML manifest of expected failures, run as strict xfail (env DDTREE_KNOWN_ISSUES; "
+                                     "default the shipped ddtree_compat/known_issues.toml; '' = none)")
 
 
 def _register_markers(config: pytest.Config, gpus: list[Gpu]) -> None:
@@ -118,18 +125,19 @@ def pytest_configure(config: pytest.Config) -> None:
         case_files = config.getoption("ddtree_case")
         for p in case_files:
             VerifyCase.load(p)  # validate now: a bad case is a usage error, never a skipped cell
+        known = known_issues.load(config.getoption("ddtree_known_issues"))
     except DDTreeInputError as e:
         raise pytest.UsageError(str(e)) from None
     _register_markers(config, gpus)
     if tier == "interpret":
         enable_interpreter()
     results_path = config.getoption("ddtree_results")
-    writer = ResultsWriter(results_path, environment(tier, profile)) if results_path else None
+    writer = ResultsWriter(results_path, environment(tier, profile, known.as_env())) if results_path else None
     targets = targets_for(tier, gpus)
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
     suite = Suite(tier, profile, gpus, targets, chosen, case_files,
                   Path(config.getoption("ddtree_cases_dir")), writer, resume=config.getoption("ddtree_resume"),
-                  sanitize=config.getoption("sanitize"))
+                  sanitize=config.getoption("sanitize"), known=known)
     if suite.resume and writer is not None:
         worker = getattr(config, "workerinput", None)
         suite.resume_limit = worker["ddtree_resume_limit"] if worker else results_size(writer.path)
@@ -174,6 +182,21 @@ def _marks(target: Target) -> list:
     return marks
 
 
+def _known_issue(suite: Suite, target: Target, backend, case: VerifyCase | None) -> known_issues.KnownIssue | None:
+    """The manifest entry covering a verify grid cell (commit, graph and property cells are not keyed)."""
+    if not isinstance(case, VerifyCase):
+        return None
+    return suite.known.match(target.column, backend.name, case.budget, case.topology)
+
+
+def _param(suite: Suite, ident, target: Target, *combo):
+    marks = _marks(target)
+    issue = _known_issue(suite, target, combo[0], combo[-1]) if len(combo) == 2 else None
+    if issue is not None:
+        marks.append(pytest.mark.xfail(strict=True, reason=issue.describe()))
+    return pytest.param(target, *combo, id=ident(target, *combo), marks=marks)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``ddtree_target`` x ``ddtree_backend`` [x ``ddtree_case`` | x ``ddtree_kernel`` x
     ``ddtree_commit_case``], generating only backends that have the kernel."""
@@ -198,7 +221,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         argnames = ("ddtree_target", "ddtree_backend")
         combos = [(b,) for b in suite.backends if backend_registry.VERIFY_KERNEL in backend_registry.kernels_of(b)]
         ident = lambda t, b: f"{t.id}-{b.name}"  # noqa: E731
-    params = [pytest.param(t, *combo, id=ident(t, *combo), marks=_marks(t)) for t in suite.targets for combo in combos]
+    params = [_param(suite, ident, t, *combo) for t in suite.targets for combo in combos]
     metafunc.parametrize(argnames, params)
 
 
@@ -347,13 +370,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     verdict = item.stash.get(VERDICT, None)
     if verdict is None:  # the test never reached the harness: a suite error, not a kernel result
-        verdict = Verdict("skip" if report.skipped else "fault", str(report.longrepr)[:500],
-                          fault_class=None if report.skipped else "other")
+        skipped = report.skipped and not hasattr(report, "wasxfail")  # an xfailed error is still a fault
+        verdict = Verdict("skip" if skipped else "fault", str(report.longrepr)[:500],
+                          fault_class=None if skipped else "other")
+    issue = _known_issue(suite, params["ddtree_target"], params["ddtree_backend"], case)
     report.user_properties.append(("ddtree_outcome", verdict.outcome))
+    if issue is not None and verdict.outcome != "skip":
+        report.user_properties.append(("ddtree_known_issue", known_issues.status(verdict.outcome, issue.id)))
     if suite.writer is not None:
         coords = coordinates(params["ddtree_target"], params["ddtree_backend"], case, item.nodeid,
                              params.get("ddtree_kernel") or item.stash.get(CELL_KERNEL, "verify_tree_greedy"))
-        suite.writer.write(record_of(coords, verdict, item.stash.get(CASE_PATH, ""), item.stash.get(SANITIZER, "")))
+        record = record_of(coords, verdict, item.stash.get(CASE_PATH, ""), item.stash.get(SANITIZER, ""))
+        record.known_issue = issue.id if issue else ""
+        suite.writer.write(record)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -416,7 +445,7 @@ class _Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for key, value in report.user_properties:
-            if key == "ddtree_outcome":
+            if key in ("ddtree_outcome", "ddtree_known_issue"):
                 self.suite.counts[value] += 1
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -433,6 +462,10 @@ class _Summary:
         terminalreporter.write_sep("-", "ddtree-compat")
         terminalreporter.write_line(f"grid cells: {parts}  (tier {self.suite.tier}, profile {self.suite.profile}; "
                                     f"property tests are counted by pytest only)")
+        if self.suite.counts["xfail"] or self.suite.counts["xpass"]:
+            terminalreporter.write_line(f"known issues: {self.suite.counts['xfail']} failed as expected (xfail), "
+                                        f"{self.suite.counts['xpass']} passed (XPASS(strict): fixed? update "
+                                        f"{self.suite.known.path})")
         if self.suite.writer is not None:
             terminalreporter.write_line(f"results: {self.suite.writer.path}  ->  python -m ddtree_compat report "
                                         f"{self.suite.writer.path}")

@@ -2,8 +2,9 @@
 
 Three kinds of line, each a JSON object with ``"kind"``:
 
-* ``env``: one per writing process: ``env_id``, host, GPUs (name, arch, compute capability), driver,
-  CUDA, torch, triton, sglang versions, tier, profile, start time.
+* ``env``: one per writing process: ``env_id``, host, GPUs (name, arch, compute capability), the
+  process's ``CUDA_VISIBLE_DEVICES`` (one xdist worker per GPU: one ``env`` line per device), driver,
+  CUDA, torch, triton, sglang versions, tier, profile, the known issues in force, start time.
 * ``start``: written just before a cell runs (its coordinates, time, pid); a ``start`` with no
   ``result`` after it marks a cell whose process died (see :mod:`ddtree_compat.isolation`).
 * ``result``: one per cell: :class:`ResultRecord` fields, with the ``env_id`` of its process.
@@ -50,6 +51,9 @@ class ResultRecord:
         case_path: the case's JSON file (written on failure), or ``""``.
         env_id: the ``env`` line this result belongs to.
         sanitizer: path of a compute-sanitizer report for this cell (``--sanitize``), or ``""``.
+        time: when the cell finished (Unix seconds).
+        known_issue: id of the known-issues manifest entry the cell is expected to fail under (run as
+            strict xfail), or ``""``.
     """
 
     kernel: str
@@ -73,6 +77,7 @@ class ResultRecord:
     env_id: str = ""
     time: float = 0.0
     sanitizer: str = ""
+    known_issue: str = ""
 
 
 def _version(module: str) -> str | None:
@@ -84,8 +89,11 @@ def _version(module: str) -> str | None:
         return None
 
 
-def environment(tier: str, profile: str) -> dict:
-    """The ``env`` header for this process. Reads GPUs through NVML (no CUDA init)."""
+def environment(tier: str, profile: str, known_issues: dict | None = None) -> dict:
+    """The ``env`` header for this process. Reads GPUs through NVML (no CUDA init).
+
+    ``known_issues`` is ``{id: {"reason", "source"}}`` of the manifest in force (reports link from it).
+    """
     driver = None
     try:
         import pynvml
@@ -109,6 +117,7 @@ def environment(tier: str, profile: str) -> dict:
         "python": platform.python_version(),
         "gpus": [{"index": g.index, "name": g.name, "arch": g.arch, "cc": f"{g.major}.{g.minor}", "fake": g.fake}
                  for g in detect_gpus()],
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "driver": driver,
         "cuda": cuda,
         "torch": _version("torch"),
@@ -118,6 +127,7 @@ def environment(tier: str, profile: str) -> dict:
         "triton_interpret": os.environ.get("TRITON_INTERPRET") == "1",
         "tier": tier,
         "profile": profile,
+        "known_issues": known_issues or {},
     }
     # Same machine + software + tier = same id, so xdist workers' headers collapse into one.
     env["env_id"] = hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]
@@ -173,8 +183,10 @@ def load(paths: Iterable[str | os.PathLike]) -> Results:
 
     Raises:
         ResultsFileError: unreadable file, a line that is not a JSON object, an unknown ``kind``,
-            missing fields or an unknown outcome; the message names file and line.
+            missing fields or an unknown outcome (the message names file and line), or no result line
+            in any of the files.
     """
+    paths = list(paths)
     envs: dict[str, dict] = {}
     records: list[ResultRecord] = []
     names = {f.name for f in fields(ResultRecord)}
@@ -207,4 +219,6 @@ def load(paths: Iterable[str | os.PathLike]) -> Results:
             if body["outcome"] not in OUTCOMES:
                 raise ResultsFileError("outcome", body["outcome"], ", ".join(OUTCOMES), "unknown outcome", where)
             records.append(ResultRecord(**body))
+    if not records:
+        raise ResultsFileError("result", None, "at least one result line", "no cells in " + ", ".join(map(str, paths)))
     return Results(envs, records)

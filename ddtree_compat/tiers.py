@@ -4,6 +4,8 @@
   must be set before Triton decorates a kernel, so a process runs either the interpret tier or the
   device tier, never both; the plugin sets it at configure time.
 * ``device``: one target per visible GPU, named by its arch (``sm90``), marked with that arch marker.
+  The sweep runs one xdist worker per GPU, pinned with ``CUDA_VISIBLE_DEVICES``
+  (:func:`pinned_worker_args`), so each worker sees, collects and runs on its own GPU only.
 """
 
 from __future__ import annotations
@@ -73,3 +75,23 @@ def targets_for(tier: str, gpus: list[Gpu]) -> list[Target]:
 def enable_interpreter() -> None:
     """Set ``TRITON_INTERPRET=1`` for this process (before any Triton kernel is imported)."""
     os.environ["TRITON_INTERPRET"] = "1"
+
+
+def pinned_worker_args(gpus: list[Gpu]) -> list[str]:
+    """pytest-xdist arguments for one worker per GPU, each pinned with ``CUDA_VISIBLE_DEVICES``.
+
+    ``--dist each`` hands every worker its *own* collection to run in full, so a worker that sees one
+    GPU collects that GPU's target only: a host with mixed GPUs gives one results column per arch and
+    each cell runs on the device its worker was pinned to. A ``CUDA_VISIBLE_DEVICES`` of integers in
+    this process is honoured (``gpus[i]`` is its ``i``-th entry).
+
+    Returns:
+        e.g. ``["--dist", "each", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0", "--tx", ...]``.
+    """
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    mapped = visible and all(v.isdigit() for v in visible)
+    args = ["--dist", "each"]
+    for g in gpus:
+        device = visible[g.index] if mapped and g.index < len(visible) else str(g.index)
+        args += ["--tx", f"popen//env:CUDA_VISIBLE_DEVICES={device}"]
+    return args

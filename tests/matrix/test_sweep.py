@@ -17,12 +17,19 @@ def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
     assert envs and envs[0]["tier"] == "interpret" and envs[0]["triton_interpret"] is True
     cases = {x["case_id"] for x in results}
     assert "b8-spine-deep-bs3" in cases and "b12-fanout-sibling-bs8" in cases
-    by_backend = {}
+    by_cell = {}
     for x in results:
-        by_backend.setdefault(x["backend"], set()).add(x["outcome"])
-    assert by_backend == {"oracle": {"pass"}, "sglang-triton": {"pass"}, "sglang-cuda": {"skip"}}
+        by_cell.setdefault((x["kernel"], x["backend"]), set()).add(x["outcome"])
+    verify = {b: o for (k, b), o in by_cell.items() if k == "verify_tree_greedy"}
+    assert verify == {"oracle": {"pass"}, "sglang-triton": {"pass"}, "sglang-cuda": {"skip"}}
+    # commit kernels: SGLang's Triton ones really run interpreted; the memory-pool ones skip with a reason
+    for kernel in ("accept_out_cache_loc", "commit_outputs", "bonus_tokens"):
+        assert by_cell[(kernel, "sglang-triton")] == {"pass"} and by_cell[(kernel, "oracle")] == {"pass"}
+    assert by_cell[("verify_tree_greedy@graph", "sglang-triton")] == {"skip"}
     report = (out / "slice.md").read_text()
     assert "| 8 | spine | cap16 | spine |" in report and "sglang-triton · interpret" in report
+    assert (out / "slice.png").read_bytes()[:4] == b"\x89PNG"
+    assert "<td>sglang-triton · interpret</td>" in (out / "slice.html").read_text()
 
 
 def test_sweep_on_cpu_refuses_device_tier(tmp_path):

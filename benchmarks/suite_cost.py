@@ -1,0 +1,111 @@
+"""Benchmarks of the suite itself: time-to-verdict, fault-containment overhead, CPU-tier cost.
+
+Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run from the repo root:
+
+    python benchmarks/suite_cost.py --out docs/benchmarks/$(date +%F)-$(hostname).md
+
+1. **time-to-verdict**: wall time of the default kernel sweep (``python -m ddtree_compat sweep``:
+   verify + commit + graph cells, every backend) on this host's tier. Aim on an H200: <= 60 s.
+   The e2e ratio needs the e2e tier (issue 8); until then it prints ``n/a``.
+2. **containment overhead**: the same slice of cells (``-k SLICE``) in one process without xdist,
+   under the sweep's containment (xdist worker, ``--timeout``, ``--max-worker-restart``), and one
+   process per cell (``python -m ddtree_compat replay``). Aim: containment <= 10 % over one process.
+3. **interpret tier, cold vs warm**: the slice under ``TRITON_INTERPRET=1`` with a fresh
+   ``TRITON_CACHE_DIR`` and again with the same one. (The static tier, when installed, is timed the
+   same way with ``-m static``.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
+    start = time.perf_counter()
+    rc = subprocess.call(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start, rc
+
+
+def pytest_cmd(tier: str, slice_: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "tests/kernels/test_verify.py", "-q", "-p", "no:cacheprovider",
+            f"--ddtree-tier={tier}", "--ddtree-results=", "-k", slice_, *extra]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
+    p.add_argument("--budgets", default="8,12", help="budgets of the slice for parts 2 and 3")
+    p.add_argument("--topology", default="spine", help="topology of the slice for parts 2 and 3")
+    p.add_argument("--skip-sweep", action="store_true", help="skip part 1 (the full sweep)")
+    p.add_argument("--out", help="also write the table here")
+    args = p.parse_args()
+    budgets = [int(b) for b in args.budgets.split(",")]
+    args.slice = " or ".join(f"b{b}-{args.topology}-" for b in budgets)
+
+    sys.path.insert(0, str(ROOT))
+    from ddtree_compat.arch import detect_gpus
+    from ddtree_compat.cases import grid
+    from ddtree_compat.tiers import resolve_tier
+
+    gpus = detect_gpus()
+    tier = resolve_tier(args.tier, gpus)
+    rows: list[tuple[str, str, str]] = []
+
+    if not args.skip_sweep:
+        with tempfile.TemporaryDirectory() as out:
+            wall, rc = timed([sys.executable, "-m", "ddtree_compat", "sweep", f"--tier={tier}", "--out-dir", out,
+                              "--name", "bench"])
+        rows.append(("time-to-verdict: default sweep (verify + commit + graph)", f"{wall:.1f} s", f"exit {rc}"))
+        rows.append(("time-to-verdict: e2e smoke tests, ratio", "n/a", "needs the e2e tier (issue 8)"))
+
+    one, rc1 = timed(pytest_cmd(tier, args.slice))
+    contained, rc2 = timed(pytest_cmd(tier, args.slice, "-n", "1", "--max-worker-restart=1000", "--timeout=300",
+                                      "--timeout-method=thread"))
+    cases = [c for c in grid() if c.budget in budgets and c.topology == args.topology]
+    with tempfile.TemporaryDirectory() as d:
+        paths = [c.save(d) for c in cases]
+        start = time.perf_counter()
+        for path in paths:
+            subprocess.call([sys.executable, "-m", "ddtree_compat", "replay", str(path), "--backend", "sglang-triton",
+                             f"--tier={tier}", "--allow-skip"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+        per_case = time.perf_counter() - start
+    rows.append((f"containment: {args.slice!r}, one process", f"{one:.1f} s", f"exit {rc1}"))
+    rows.append(("containment: xdist worker + timeout (the sweep's)", f"{contained:.1f} s",
+                 f"{100 * (contained / one - 1):+.0f} % vs one process, exit {rc2}"))
+    rows.append((f"containment: one process per case ({len(paths)} sglang-triton replays)", f"{per_case:.1f} s",
+                 f"{per_case / max(one, 1e-9):.1f}x one process (which runs every backend)"))
+
+    cache = tempfile.mkdtemp(prefix="triton-cache-")
+    env = {"TRITON_CACHE_DIR": cache}
+    cold, _ = timed(pytest_cmd("interpret", args.slice), env)
+    warm, _ = timed(pytest_cmd("interpret", args.slice), env)
+    rows.append((f"interpret tier {args.slice!r}: cold Triton cache", f"{cold:.1f} s", ""))
+    rows.append((f"interpret tier {args.slice!r}: warm", f"{warm:.1f} s", f"{cold / max(warm, 1e-9):.2f}x faster"))
+
+    import torch
+
+    gpu = ", ".join(f"{g.name} ({g.arch})" for g in gpus) or "no GPU"
+    header = (f"# Suite cost benchmark\n\n{time.strftime('%Y-%m-%d %H:%M')} on {platform.node()}: {gpu}, "
+              f"{os.cpu_count()} CPUs, Python {platform.python_version()}, torch {torch.__version__}, tier {tier}\n")
+    table = "\n".join(["| measure | time | note |", "|---|---|---|", *(f"| {a} | {b} | {c} |" for a, b, c in rows)])
+    text = f"{header}\n{table}\n"
+    print(text)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

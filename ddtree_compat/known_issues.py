@@ -1,0 +1,179 @@
+"""The known-issues manifest: expected failures, keyed by arch, backend, budget and topology.
+
+The manifest is TOML (read with :mod:`tomllib`), a list of ``[[issue]]`` tables; the shipped one is
+``ddtree_compat/known_issues.toml`` (``--ddtree-known-issues PATH`` picks another, ``''`` none). Keys:
+
+* ``id`` (required): unique, ``[a-z0-9-]+``; recorded as ``known_issue`` on each matching result.
+* ``arch``: arch names (``sm120``), families (``blackwell-rtx``) or ``interpret``; exact, never ``>=``.
+* ``backend``: backend names or :mod:`fnmatch` globs (``sglang-*``).
+* ``budget``: budgets, integers ``>= 0``.
+* ``topology``: topology names or globs (``bf-*``).
+* ``reason`` (required): what fails and how it shows.
+* ``source`` (required): an ``http(s)://`` link to the report or tracking issue.
+
+A missing ``arch``/``backend``/``budget``/``topology`` matches anything. The plugin marks each matching
+cell ``xfail(strict=True)``: a failure is XFAIL, a pass is XPASS(strict), a failing test that says the
+entry is stale.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from .arch import FAMILIES, family, parse_arch
+from .errors import ArchError, KnownIssuesError
+from .topologies import TOPOLOGIES
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
+
+SHIPPED = Path(__file__).with_name("known_issues.toml")
+KEYS = ("id", "arch", "backend", "budget", "topology", "reason", "source")
+_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """One manifest entry. Empty tuples match anything."""
+
+    id: str
+    reason: str
+    source: str
+    arch: tuple[str, ...] = ()
+    backend: tuple[str, ...] = ()
+    budget: tuple[int, ...] = ()
+    topology: tuple[str, ...] = ()
+
+    def matches(self, arch: str, backend: str, budget: int, topology: str) -> bool:
+        """Whether a cell (``arch`` as in the results: ``sm90`` or ``interpret``) is covered."""
+        arch_ok = not self.arch or arch in self.arch or (arch != "interpret" and family(arch) in self.arch)
+        return (arch_ok
+                and (not self.backend or any(fnmatchcase(backend, p) for p in self.backend))
+                and (not self.budget or budget in self.budget)
+                and (not self.topology or any(fnmatchcase(topology, p) for p in self.topology)))
+
+    def describe(self) -> str:
+        return f"known issue {self.id}: {self.reason} ({self.source})"
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A loaded manifest (``path`` is ``None`` for the empty one)."""
+
+    issues: tuple[KnownIssue, ...] = ()
+    path: str | None = None
+
+    def match(self, arch: str, backend: str, budget: int, topology: str) -> KnownIssue | None:
+        """The first entry covering the cell, or ``None``."""
+        return next((i for i in self.issues if i.matches(arch, backend, budget, topology)), None)
+
+    def as_env(self) -> dict[str, dict[str, str]]:
+        """``{id: {"reason", "source"}}``, for the results file's ``env`` line (reports link from it)."""
+        return {i.id: {"reason": i.reason, "source": i.source} for i in self.issues}
+
+
+STATUSES = ("xfail", "xpass")
+
+
+def status(outcome: str, known_issue: str) -> str:
+    """A cell's status for reports: its outcome, or ``xfail`` (failed as the known issue expects) /
+    ``xpass`` (passed although a known issue covers it) when ``known_issue`` is set; skips stay ``skip``."""
+    if not known_issue or outcome == "skip":
+        return outcome
+    return "xpass" if outcome == "pass" else "xfail"
+
+
+def _strings(value: object, key: str, where: str, check=None) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else None
+    if items is None or not items or not all(isinstance(v, str) and v for v in items):
+        raise KnownIssuesError(key, value, "a non-empty list of strings", "wrong type", where)
+    for v in items:
+        if check is not None:
+            check(v)
+    return tuple(items)
+
+
+def _check_arch(where: str):
+    def check(name: str) -> None:
+        if name == "interpret" or name in FAMILIES:
+            return
+        try:
+            parse_arch(name)
+        except ArchError:
+            raise KnownIssuesError("arch", name, "sm<major><minor> (sm120), a family (" + ", ".join(FAMILIES)
+                                   + ") or interpret", "not an arch", where) from None
+    return check
+
+
+def _check_topology(where: str):
+    def check(pattern: str) -> None:
+        names = (*TOPOLOGIES, "custom")
+        if not any(fnmatchcase(t, pattern) for t in names):
+            raise KnownIssuesError("topology", pattern, ", ".join(names) + " (or a glob matching one)",
+                                   "matches no topology", where)
+    return check
+
+
+def _entry(raw: object, n: int, path: str, seen: set[str]) -> KnownIssue:
+    where = f"{path}: issue {n}"
+    if not isinstance(raw, dict):
+        raise KnownIssuesError("issue", raw, "a [[issue]] table", "wrong type", where)
+    unknown = sorted(set(raw) - set(KEYS))
+    if unknown:
+        raise KnownIssuesError(unknown[0], raw[unknown[0]], ", ".join(KEYS), "unknown key", where)
+    for key in ("id", "reason", "source"):
+        if not isinstance(raw.get(key), str) or not raw[key].strip():
+            raise KnownIssuesError(key, raw.get(key), "a non-empty string", "missing", where)
+    issue_id = raw["id"]
+    where = f"{path}: issue {issue_id}"
+    if not _ID.match(issue_id) or issue_id in seen:
+        raise KnownIssuesError("id", issue_id, "unique, lower-case letters, digits and '-'",
+                               "duplicate" if issue_id in seen else "malformed", where)
+    if not raw["source"].startswith(("https://", "http://")):
+        raise KnownIssuesError("source", raw["source"], "an http(s):// link", "not a link", where)
+    budgets = raw.get("budget", [])
+    if (not isinstance(budgets, list) or ("budget" in raw and not budgets)
+            or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in budgets)):
+        raise KnownIssuesError("budget", budgets, "a non-empty list of integers >= 0", "wrong type", where)
+    seen.add(issue_id)
+    return KnownIssue(
+        id=issue_id, reason=raw["reason"].strip(), source=raw["source"],
+        arch=_strings(raw["arch"], "arch", where, _check_arch(where)) if "arch" in raw else (),
+        backend=_strings(raw["backend"], "backend", where) if "backend" in raw else (),
+        budget=tuple(budgets),
+        topology=_strings(raw["topology"], "topology", where, _check_topology(where)) if "topology" in raw else (),
+    )
+
+
+def load(path: str | os.PathLike | None = SHIPPED) -> Manifest:
+    """Read and validate a manifest; ``None`` or ``""`` gives the empty manifest.
+
+    Raises:
+        KnownIssuesError: unreadable file, not TOML, a top-level key other than ``issue``, or a
+            malformed entry (unknown key, missing id/reason/source, bad arch, budget, topology or
+            link, duplicate id); the one-line message names the file, the entry and the field.
+    """
+    if path is None or str(path) == "":
+        return Manifest()
+    path = str(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise KnownIssuesError("path", path, "a readable TOML known-issues manifest", e.strerror or "unreadable")
+    except tomllib.TOMLDecodeError as e:
+        raise KnownIssuesError("toml", path, "a TOML file of [[issue]] tables", f"not TOML ({e})")
+    extra = sorted(set(data) - {"issue"})
+    if extra:
+        raise KnownIssuesError(extra[0], data[extra[0]], "issue (a list of [[issue]] tables)", "unknown key", path)
+    entries = data.get("issue", [])
+    if not isinstance(entries, list):
+        raise KnownIssuesError("issue", entries, "a list of [[issue]] tables", "wrong type", path)
+    seen: set[str] = set()
+    return Manifest(tuple(_entry(raw, n, path, seen) for n, raw in enumerate(entries, 1)), path)

@@ -1,0 +1,174 @@
+"""What every report shows, computed once from a (merged) results set.
+
+A *column* is ``backend · arch`` (``interpret`` for the CPU interpreter; kernels other than
+``verify_tree_greedy`` add ``:kernel`` to the backend); results from several files,
+runners or GPUs of the same arch fall into the same column. A cell's *status* is its outcome, or
+``xfail`` / ``xpass`` when a known issue covers it (:func:`ddtree_compat.known_issues.status`). A group
+of cells (a matrix row, a heatmap square) shows its worst status, in the order :data:`WORST_FIRST`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from ..harness import OUTCOMES
+from ..known_issues import status
+from ..results import ResultRecord, Results
+
+WORST_FIRST = ("fault", "zero-accept", "wrong", "xpass", "xfail", "skip", "pass")
+FAILED = ("wrong", "zero-accept", "fault")
+
+
+def backend_kernel(r: ResultRecord) -> str:
+    """``backend`` for verify cells; other kernels add theirs: ``sglang-triton:accept_out_cache_loc``."""
+    return r.backend if r.kernel == "verify_tree_greedy" else f"{r.backend}:{r.kernel}"
+
+
+def column(r: ResultRecord) -> str:
+    return f"{backend_kernel(r)} · {r.arch}"
+
+
+def cell_status(r: ResultRecord) -> str:
+    return status(r.outcome, r.known_issue)
+
+
+def worst(statuses: Counter) -> str:
+    """The worst status with a non-zero count. Raises ``ValueError`` on an empty counter."""
+    for s in WORST_FIRST:
+        if statuses[s]:
+            return s
+    raise ValueError("no cells")
+
+
+@dataclass
+class Summary:
+    """Counts and groupings of a results set.
+
+    Attributes:
+        results: the loaded results (``envs``, ``records``).
+        columns: sorted ``backend · arch`` names.
+        outcomes: column -> Counter of outcomes (:data:`ddtree_compat.harness.OUTCOMES`).
+        statuses: column -> Counter of statuses (outcomes with ``xfail``/``xpass`` split off).
+        skips: ``(column, reason)`` -> cells.
+        faults: ``(column, fault class)`` -> cells.
+        known: ``(issue id, column, status)`` -> cells.
+        known_info: issue id -> ``{"reason", "source"}`` from the ``env`` lines.
+        failures: cells that failed without a known issue covering them.
+        xpassed: cells that passed although a known issue covers them.
+    """
+
+    results: Results
+    columns: list[str] = field(default_factory=list)
+    outcomes: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    statuses: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    skips: Counter = field(default_factory=Counter)
+    faults: Counter = field(default_factory=Counter)
+    known: Counter = field(default_factory=Counter)
+    known_info: dict[str, dict] = field(default_factory=dict)
+    failures: list[ResultRecord] = field(default_factory=list)
+    xpassed: list[ResultRecord] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[ResultRecord]:
+        return self.results.records
+
+    def total(self, key: str = "outcomes") -> Counter:
+        """Counts over all columns (``key``: ``outcomes`` or ``statuses``)."""
+        out: Counter = Counter()
+        for c in getattr(self, key).values():
+            out.update(c)
+        return out
+
+    def grouped(self, key) -> dict[tuple, Counter]:
+        """``(key(record)..., column)`` -> Counter of statuses; ``key`` returns a tuple."""
+        cells: dict[tuple, Counter] = defaultdict(Counter)
+        for r in self.records:
+            cells[(*key(r), column(r))][cell_status(r)] += 1
+        return cells
+
+
+def summarize(results: Results) -> Summary:
+    """Count a results set (see :class:`Summary`)."""
+    s = Summary(results)
+    for env in results.envs.values():
+        s.known_info.update(env.get("known_issues") or {})
+    for r in results.records:
+        col, st = column(r), cell_status(r)
+        s.outcomes[col][r.outcome] += 1
+        s.statuses[col][st] += 1
+        if r.outcome == "skip":
+            s.skips[(col, r.message)] += 1
+        if r.outcome == "fault":
+            s.faults[(col, r.fault_class)] += 1
+        if r.known_issue and st != "skip":
+            s.known[(r.known_issue, col, st)] += 1
+        if st in FAILED:
+            s.failures.append(r)
+        elif st == "xpass":
+            s.xpassed.append(r)
+    s.columns = sorted(s.outcomes)
+    return s
+
+
+def env_rows(results: Results) -> list[list[object]]:
+    """One row per ``env`` line: id, tier, GPUs, CUDA_VISIBLE_DEVICES, driver, CUDA, torch, triton,
+    sglang, host, start time."""
+    rows = []
+    for env_id, e in results.envs.items():
+        gpus = ", ".join(f"{g['name']} ({g['arch']}, cc {g['cc']})" for g in e.get("gpus", [])) or "none"
+        rows.append([env_id, e.get("tier"), gpus, e.get("cuda_visible_devices") or "", e.get("driver"),
+                     e.get("cuda"), e.get("torch"), e.get("triton"), e.get("sglang"), e.get("host"),
+                     e.get("started")])
+    return rows
+
+
+ENV_HEADER = ["env", "tier", "GPUs", "CUDA_VISIBLE_DEVICES", "driver", "CUDA", "torch", "triton", "sglang", "host",
+              "started"]
+COUNT_HEADER = ["backend · arch", *OUTCOMES, "cells", "known issue: xfail", "xpass"]
+
+
+def count_rows(s: Summary) -> list[list[object]]:
+    """The counts table: per column, each outcome, cells, and how many were covered by known issues."""
+    rows = []
+    for c in s.columns:
+        rows.append([c, *(s.outcomes[c][o] for o in OUTCOMES), sum(s.outcomes[c].values()),
+                     s.statuses[c]["xfail"], s.statuses[c]["xpass"]])
+    total, st = s.total(), s.total("statuses")
+    rows.append(["all", *(total[o] for o in OUTCOMES), len(s.records), st["xfail"], st["xpass"]])
+    return rows
+
+
+KNOWN_HEADER = ["issue", "backend · arch", "status", "cells", "reason", "source"]
+
+
+def known_rows(s: Summary) -> list[list[object]]:
+    """Cells covered by known issues: issue id, column, ``xfail``/``xpass``, cells, reason, source link."""
+    rows = []
+    for (issue, col, st), n in sorted(s.known.items()):
+        info = s.known_info.get(issue, {})
+        rows.append([issue, col, st, n, info.get("reason", ""), info.get("source", "")])
+    return rows
+
+
+def parts(counts: Counter) -> str:
+    """``"2 wrong, 13 pass"``: each status with cells, worst first."""
+    return ", ".join(f"{counts[o]} {o}" for o in WORST_FIRST if counts[o])
+
+
+def matrix_rows(s: Summary) -> list[tuple[tuple, str, list[Counter | None]]]:
+    """The detailed matrix: per ``(budget, topology, layout)`` its SGLang mode(s) and, per column, the
+    Counter of statuses over plants and batch sizes (``None`` where the column has no such case)."""
+    cells = s.grouped(lambda r: (r.budget, r.topology, r.layout))
+    modes: dict[tuple, set] = {}
+    for r in s.records:  # a budget is spine mode at one block size and tree mode at a smaller one
+        modes.setdefault((r.budget, r.topology, r.layout), set()).add(r.mode)
+    return [(key, "/".join(sorted(modes[key])), [cells.get((*key, c)) for c in s.columns]) for key in sorted(modes)]
+
+
+def replay_command(r: ResultRecord) -> str:
+    """``python -m ddtree_compat replay CASE --backend NAME`` for a failed cell, or ``""``."""
+    if not r.case_path:
+        return ""
+    tier = " --tier interpret" if r.tier == "interpret" else ""
+    return f"python -m ddtree_compat replay {r.case_path} --backend {r.backend}{tier}"

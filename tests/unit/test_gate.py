@@ -1,0 +1,130 @@
+"""The upgrade gate on real results files: the H200 run, a copy with planted regressions, and two real
+interpret-tier sweeps (the second with a broken ``sglang-triton`` standing in for a bad upgrade)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddtree_compat.cases import make_case
+from ddtree_compat.gate import compare
+from ddtree_compat.results import load
+
+ROOT = Path(__file__).resolve().parents[2]
+H200 = ROOT / "docs/results/2026-11-30-sm90-default.jsonl"
+PLANTED = {  # case id -> (backend, outcome after the "upgrade")
+    "b8-spine-deep-bs3-cap16": ("sglang-triton", "zero-accept"),
+    "b12-spine-partial-bs3": ("sglang-triton", "wrong"),
+    "b64-random-deep-bs8": ("sglang-cuda", "fault"),
+}
+DROPPED = ("oracle", "b0-spine-none-bs1")
+
+
+def diff(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "ddtree_compat", "diff", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, env=env)
+
+
+@pytest.fixture(scope="module")
+def regressed(tmp_path_factory):
+    """The H200 results with three cells broken and one cell missing, as a candidate run would write them."""
+    out = tmp_path_factory.mktemp("gate") / "candidate.jsonl"
+    lines = []
+    for line in H200.read_text().splitlines():
+        obj = json.loads(line)
+        key = (obj.get("backend"), obj.get("case_id"))
+        if key == DROPPED:
+            continue
+        if (obj["kind"] == "result" and obj["kernel"] == "verify_tree_greedy"
+                and PLANTED.get(obj["case_id"], (None,))[0] == obj["backend"]):
+            obj["outcome"] = PLANTED[obj["case_id"]][1]
+            obj["message"] = "planted"
+        lines.append(json.dumps(obj))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def cells(path):
+    """Distinct cells (kernel, backend, arch, case) with a result line in a results file."""
+    return len({(o["kernel"], o["backend"], o["arch"], o["case_id"]) for o in map(json.loads, path.read_text().splitlines())
+                if o["kind"] == "result"})
+
+
+def test_same_file_passes_the_gate():
+    r = diff(H200, H200)
+    assert r.returncode == 0, r.stderr
+    assert f"**PASS**: no cell regressed; 0 fixed, 0 changed otherwise, 0 new, {cells(H200)} unchanged." in r.stdout
+
+
+def test_planted_regression_fails_the_gate_and_names_each_cell(regressed, tmp_path):
+    r = diff(H200, regressed, "-o", tmp_path / "gate.md")
+    assert r.returncode == 1, r.stderr
+    assert "**FAIL**: 4 cell(s) regressed" in r.stdout
+    for case_id, (backend, outcome) in PLANTED.items():
+        assert f"- `{case_id}` ({backend} · sm90, verify_tree_greedy): pass -> {outcome}: planted" in r.stdout
+    assert "- `b0-spine-none-bs1` (oracle · sm90, verify_tree_greedy): pass -> missing" in r.stdout
+    assert r.stdout.index("pass -> fault") < r.stdout.index("pass -> zero-accept") < r.stdout.index("pass -> wrong")
+    assert (tmp_path / "gate.md").read_text() == r.stdout
+
+
+def test_reverse_direction_lists_fixes_and_passes(regressed):
+    g = compare(load([regressed]), load([H200]))
+    assert not g.failed and g.regressed == [] and g.changed == [] and g.unchanged == cells(H200) - 4
+    assert {(c.key[1], c.key[3], c.before) for c in g.fixed} == {(b, c, o) for c, (b, o) in PLANTED.items()}
+    assert [(c.key[1], c.key[3], c.after) for c in g.new] == [(*DROPPED, "pass")]
+    r = diff(regressed, H200)
+    assert r.returncode == 0 and "## Fixed (-> pass) (3)" in r.stdout and "## New in the candidate (1)" in r.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["MISSING.jsonl", H200], "field 'path' = 'MISSING.jsonl'"),
+    ([H200], "the following arguments are required: candidate"),
+])
+def test_bad_input_exits_2(args, words):
+    r = diff(*args)
+    assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr
+
+
+def test_env_only_file_is_bad_input(tmp_path):
+    p = tmp_path / "env.jsonl"
+    p.write_text(H200.read_text().splitlines()[0] + "\n")
+    r = diff(H200, p)
+    assert r.returncode == 2 and "field 'result' = None: no cells in" in r.stderr
+
+
+BROKEN_TRITON = '''
+from ddtree_compat.mutants import ZeroAccept
+
+
+class BrokenTriton(ZeroAccept):
+    """Stands in for an SGLang upgrade whose Triton verify kernel accepts nothing."""
+
+    name = "sglang-triton"
+'''
+
+
+def test_gate_on_two_real_interpret_sweeps(tmp_path):
+    (tmp_path / "broken_triton.py").write_text(BROKEN_TRITON)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    cases = [make_case(8, "spine", "deep", 3, capacity=c).save(tmp_path / "cases") for c in (None, 16)]
+    case_args = [a for p in cases for a in ("--ddtree-case", str(p))]  # two cases; no grid to generate
+
+    def sweep(name, backend):
+        r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "-n", "0",
+                            "--out-dir", str(tmp_path), "--name", name, "--backend", "oracle", "--backend", backend,
+                            "--", *case_args, "-k", "not drawn_trees"], capture_output=True, text=True, env=env)
+        return r, tmp_path / f"{name}.jsonl"
+
+    ok, pinned = sweep("pinned", "sglang-triton")
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    bad, candidate = sweep("candidate", "broken_triton:BrokenTriton")
+    assert bad.returncode == 1  # the sweep itself fails; the gate says which cells regressed
+    r = diff(pinned, candidate, env=env)
+    assert r.returncode == 1, r.stderr
+    assert "**FAIL**: 2 cell(s) regressed; 0 fixed, 0 changed otherwise, 0 new, 2 unchanged." in r.stdout
+    assert "| sglang-triton · interpret | pass | zero-accept | 2 |" in r.stdout
+    assert "- `b8-spine-deep-bs3-cap16` (sglang-triton · interpret, verify_tree_greedy): pass -> zero-accept" in r.stdout
+    assert diff(pinned, pinned, env=env).returncode == 0

@@ -1,0 +1,52 @@
+"""One xdist worker per GPU, pinned with CUDA_VISIBLE_DEVICES: a mixed host gives one column per arch."""
+
+import json
+import subprocess
+import sys
+
+from ddtree_compat.arch import FAKE_ENV, detect_gpus
+from ddtree_compat.cases import make_case
+from ddtree_compat.tiers import pinned_worker_args
+
+
+def test_worker_args_pin_each_gpu(monkeypatch):
+    monkeypatch.setenv(FAKE_ENV, "sm90,sm120,sm120")
+    assert pinned_worker_args(detect_gpus()) == [
+        "--dist", "each", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=1",
+        "--tx", "popen//env:CUDA_VISIBLE_DEVICES=2"]
+
+
+def test_worker_args_honour_this_process_visible_devices(monkeypatch):
+    monkeypatch.setenv(FAKE_ENV, "sm90,sm120,sm121,sm100")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    gpus = detect_gpus()  # what CUDA would show: physical 3 then 1, renumbered 0 and 1
+    assert [(g.index, g.arch, g.fake) for g in gpus] == [(0, "sm100", True), (1, "sm120", True)]
+    assert pinned_worker_args(gpus)[2:] == ["--tx", "popen//env:CUDA_VISIBLE_DEVICES=3",
+                                            "--tx", "popen//env:CUDA_VISIBLE_DEVICES=1"]
+
+
+def test_sweep_on_a_mixed_host_pins_one_worker_per_gpu(tmp_path, monkeypatch):
+    monkeypatch.setenv(FAKE_ENV, "sm90,sm120")
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # set by this (interpret-tier) session; a GPU host has none
+    case = make_case(8, "spine", "deep", 3).save(tmp_path / "cases")
+    r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--out-dir", str(tmp_path), "--name", "mixed",
+                        "--", "--ddtree-case", str(case), "-k", "not drawn_trees"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "--dist each --tx popen//env:CUDA_VISIBLE_DEVICES=0 --tx popen//env:CUDA_VISIBLE_DEVICES=1" in r.stdout
+    lines = [json.loads(x) for x in (tmp_path / "mixed.jsonl").read_text().splitlines()]
+    envs = {x["env_id"]: x for x in lines if x["kind"] == "env"}
+    # one env line per worker, each seeing only the GPU it was pinned to (as index 0)
+    assert sorted((e["cuda_visible_devices"], [g["arch"] for g in e["gpus"]]) for e in envs.values()) == [
+        ("0", ["sm90"]), ("1", ["sm120"])]
+    results = [x for x in lines if x["kind"] == "result"]
+    by_arch = {}
+    for x in results:
+        by_arch.setdefault(x["arch"], set()).add((x["backend"], envs[x["env_id"]]["cuda_visible_devices"]))
+    assert by_arch == {"sm90": {("oracle", "0"), ("sglang-triton", "0"), ("sglang-cuda", "0")},
+                       "sm120": {("oracle", "1"), ("sglang-triton", "1"), ("sglang-cuda", "1")}}
+    assert all(x["outcome"] == "skip" and "DDTREE_FAKE_GPUS" in x["message"] for x in results)
+    md = (tmp_path / "mixed.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| budget |"))
+    assert header == ("| budget | topology | layout | SGLang mode | oracle · sm120 | oracle · sm90 | sglang-cuda · sm120 "
+                      "| sglang-cuda · sm90 | sglang-triton · sm120 | sglang-triton · sm90 |")
+    assert (tmp_path / "mixed.html").exists() and (tmp_path / "mixed.png").read_bytes()[:4] == b"\x89PNG"
