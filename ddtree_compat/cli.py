@@ -2,7 +2,8 @@
 
 * ``sweep``: the main job. Runs the kernel tests (``tests/kernels``) on the tier(s) this host has (device
   when a GPU is visible, else the CPU interpreter), each tier in its own pytest process, appending to a
-  dated results file, then writes the Markdown report beside it.
+  dated results file, then writes the Markdown report beside it. The static tier (AOT compiles for
+  every arch) runs once, in the first tier's process.
 * ``report RESULTS...``: render results files (merged) as Markdown.
 * ``replay CASE.json --backend NAME``: run one case in this process and print the verdict.
 * ``cases``: list (or write as JSON) the grid of a profile.
@@ -54,11 +55,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if results.exists() and not args.append:
         results.unlink()
     worst = 0
-    for tier in tiers:
+    for n, tier in enumerate(tiers):
         workers = args.workers or (str(max(1, len(gpus))) if tier == "device" else "auto")
         cmd = [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
                f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", "-n", workers, *args.pytest_args]
+        if n:  # static cells do not depend on the tier: the first tier's process runs them once
+            cmd.append("--ddtree-static=off")
         for b in args.backend or []:
             cmd.append(f"--ddtree-backend={b}")
         print("+", " ".join(cmd), flush=True)

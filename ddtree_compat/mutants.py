@@ -3,6 +3,8 @@
 Each wraps the oracle backend and breaks one thing. Use with ``--ddtree-backend
 ddtree_compat.mutants:ZeroAccept`` etc. Expected outcomes: ``ZeroAccept`` -> ``zero-accept``;
 ``SkipsPredicts``, ``WritesTail``, ``OutOfBounds``, ``OffByOne`` -> ``wrong``; ``Raises`` -> ``fault``.
+``OversizedSmem`` verifies correctly but declares a planted static kernel: its static cells are
+``out of resources`` on the 99 KB-per-block archs (sm120) and pass on sm90.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from .backends.oracle import OracleBackend
+from .static.kernels import Spec, TritonKernel
 
 
 class ZeroAccept(OracleBackend):
@@ -76,3 +79,19 @@ class Raises(OracleBackend):
 
     def verify_tree_greedy(self, *args) -> None:
         raise RuntimeError("CUDA error: an illegal instruction was encountered")
+
+
+
+def _oversized_spec(case, arch: str) -> Spec:
+    return Spec("bm128-bn128-bk128-s4", (("BM", 128), ("BN", 128), ("BK", 128)), num_warps=8, num_stages=4)
+
+
+class OversizedSmem(OracleBackend):
+    """Correct verify, plus a planted static kernel (:mod:`ddtree_compat.static.planted`) whose shared
+    memory (128 KB on sm120, 160 KB on sm90) fits sm90's 227 KB per block but not sm120's 99 KB: its
+    static cells are ``out of resources`` on sm86/sm89/sm120/sm121 and pass elsewhere."""
+
+    name = "mutant-oversized-smem"
+    static_kernels = (TritonKernel(kernel="oversized_smem_kernel", fn="ddtree_compat.static.planted:oversized_smem_kernel",
+                                   signature=(("a_ptr", "*fp16"), ("b_ptr", "*fp16"), ("c_ptr", "*fp32"), ("K", "i32")),
+                                   specialize=_oversized_spec),)

@@ -7,6 +7,10 @@ to the results file, and prints a summary. A test inside another repo needs only
 
     def test_verify(ddtree_target, ddtree_backend, ddtree_case, ddtree_check_verify):
         ddtree_check_verify(ddtree_target, ddtree_backend, ddtree_case)
+
+Static cells (tier ``static``, :mod:`ddtree_compat.static`): a test asking for ``ddtree_static_cell``
+is parametrized over arch x backend x the backend's ``static_kernels`` x their specializations over
+the cases, marked ``static`` plus the arch and family markers, and judged by ``ddtree_check_static``.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from .cases import PROFILE_GRIDS, VerifyCase, check_profile, grid
 from .errors import DDTreeInputError
 from .harness import OUTCOMES, Verdict, run_verify
 from .results import ResultRecord, ResultsWriter, environment
-from .tiers import TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
+from .static.runner import DEFAULT_CACHE, StaticCell, run_static, static_cells
+from .tiers import STATIC, TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
 
 DEFAULT_RESULTS = ".ddtree/results.jsonl"
 DEFAULT_CASES_DIR = ".ddtree/cases"
@@ -43,12 +48,17 @@ class Suite:
     case_files: list[str]
     cases_dir: Path
     writer: ResultsWriter | None
+    static: bool = True
+    static_cache: str = str(DEFAULT_CACHE)
     counts: Counter = field(default_factory=Counter)
 
     def cases(self) -> tuple[VerifyCase, ...]:
         if self.case_files:
             return tuple(VerifyCase.load(p) for p in self.case_files)
         return grid(self.profile)
+
+    def static_cells(self) -> list[StaticCell]:
+        return static_cells(self.backends, self.cases()) if self.static else []
 
 
 SUITE = pytest.StashKey[Suite]()
@@ -74,10 +84,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="run these case files instead of the grid (repeatable)")
     g.addoption("--ddtree-cases-dir", default=DEFAULT_CASES_DIR, metavar="DIR",
                 help=f"where failing cases are written as JSON (default {DEFAULT_CASES_DIR})")
+    g.addoption("--ddtree-static", default=os.environ.get("DDTREE_STATIC", "on"), choices=("on", "off"),
+                help="static tier cells (AOT compile for every arch, on the CPU): on (default) or off (env DDTREE_STATIC)")
+    g.addoption("--ddtree-static-cache", default=os.environ.get("DDTREE_STATIC_CACHE", str(DEFAULT_CACHE)),
+                metavar="DIR", help=f"static tier build cache, Triton's included (env DDTREE_STATIC_CACHE; "
+                                    f"default {DEFAULT_CACHE})")
 
 
 def _register_markers(config: pytest.Config, gpus: list[Gpu]) -> None:
-    for tier in TIERS:
+    for tier in (*TIERS, STATIC):
         config.addinivalue_line("markers", f"{tier}: DDTree {tier} tier")
     for arch, (fam, products) in ARCHES.items():
         config.addinivalue_line("markers", f"{arch}: runs on a compute capability {arch} GPU ({products})")
@@ -110,8 +125,9 @@ def pytest_configure(config: pytest.Config) -> None:
     writer = ResultsWriter(results_path, environment(tier, profile)) if results_path else None
     targets = targets_for(tier, gpus)
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
-    suite = Suite(tier, profile, gpus, targets, chosen, case_files,
-                  Path(config.getoption("ddtree_cases_dir")), writer)
+    suite = Suite(tier, profile, gpus, targets, chosen, case_files, Path(config.getoption("ddtree_cases_dir")),
+                  writer, static=config.getoption("ddtree_static") == "on",
+                  static_cache=config.getoption("ddtree_static_cache"))
     config.stash[SUITE] = suite
     config.pluginmanager.register(_Summary(suite), "ddtree-summary")
     _hypothesis_profiles(config)
@@ -146,18 +162,24 @@ def _hypothesis_profiles(config: pytest.Config) -> None:
         settings.load_profile(os.environ.get("DDTREE_HYPOTHESIS_PROFILE", "ci"))
 
 
+def arch_marks(arch: str) -> list:
+    """The exact arch marker and its family marker (``sm120`` -> ``sm120``, ``blackwell_rtx``)."""
+    return [getattr(pytest.mark, arch), getattr(pytest.mark, family(arch).replace("-", "_"))]
+
+
 def _marks(target: Target) -> list:
-    marks = [getattr(pytest.mark, target.tier)]
-    if target.arch:
-        marks += [getattr(pytest.mark, target.arch), getattr(pytest.mark, family(target.arch).replace("-", "_"))]
-    return marks
+    return [getattr(pytest.mark, target.tier), *(arch_marks(target.arch) if target.arch else [])]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = set(metafunc.fixturenames)
+    suite = metafunc.config.stash[SUITE]
+    if "ddtree_static_cell" in names:
+        metafunc.parametrize("ddtree_static_cell", [
+            pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch)])
+            for cell in suite.static_cells()])
     if not {"ddtree_target", "ddtree_backend"} <= names:
         return
-    suite = metafunc.config.stash[SUITE]
     with_cases = "ddtree_case" in names
     cases = suite.cases() if with_cases else (None,)
     params = []
@@ -201,48 +223,91 @@ def ddtree_check_verify(request: pytest.FixtureRequest):
     return check
 
 
+@pytest.fixture
+def ddtree_static_cache(request: pytest.FixtureRequest) -> str:
+    """The static tier's build cache directory (``--ddtree-static-cache``)."""
+    return request.config.stash[SUITE].static_cache
+
+
+@pytest.fixture
+def ddtree_check_static(request: pytest.FixtureRequest, ddtree_static_cache: str):
+    """``check(cell)``: compile one static cell for its arch and judge it; fail or skip with the reason.
+
+    ``out of resources`` / ``illegal instruction`` / compile errors fail, naming kernel, config and arch.
+    """
+
+    def check(cell: StaticCell) -> Verdict:
+        verdict = run_static(cell, ddtree_static_cache)
+        request.node.stash[VERDICT] = verdict
+        if verdict.outcome == "skip":
+            pytest.skip(f"{cell.id}: {verdict.message}")
+        if verdict.outcome != "pass":
+            pytest.fail(f"{verdict.message}\nreplay: pytest {shlex.quote(request.node.nodeid)}", pytrace=False)
+        return verdict
+
+    return check
+
+
+def _record(item: pytest.Item, params: dict, verdict: Verdict) -> ResultRecord | None:
+    """The results-file line of a verify or static cell, or ``None`` for any other test."""
+    common = dict(outcome=verdict.outcome, duration_s=verdict.duration_s, message=verdict.message[:2000],
+                  fault_class=verdict.fault_class, nodeid=item.nodeid)
+    cell = params.get("ddtree_static_cell")
+    if isinstance(cell, StaticCell):  # not the empty set's placeholder (--ddtree-static=off)
+        return ResultRecord(kernel=cell.entry.kernel, tier=STATIC, backend=cell.backend, arch=cell.arch,
+                            case_id=cell.spec.id, layout="", **common)
+    if isinstance(params.get("ddtree_case"), VerifyCase):
+        target, backend, case = params["ddtree_target"], params["ddtree_backend"], params["ddtree_case"]
+        return ResultRecord(
+            kernel="verify_tree_greedy", tier=target.tier, backend=backend.name, arch=target.column,
+            case_id=case.id, budget=case.budget, topology=case.topology, plant=case.plant, batch=case.batch,
+            block_size=case.block_size, mode=case.mode, layout=case.layout, case_path=item.stash.get(CASE_PATH, ""),
+            **common)
+    return None
+
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = (yield).get_result()
     suite = item.config.stash.get(SUITE, None)
     params = getattr(getattr(item, "callspec", None), "params", {})
-    if suite is None or "ddtree_case" not in params:
-        return
-    if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+    if suite is None or not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return
     verdict = item.stash.get(VERDICT, None)
     if verdict is None:  # the test never reached the harness: a suite error, not a kernel result
         verdict = Verdict("skip" if report.skipped else "fault", str(report.longrepr)[:500],
                           fault_class=None if report.skipped else "other")
-    target, backend, case = params["ddtree_target"], params["ddtree_backend"], params["ddtree_case"]
-    report.user_properties.append(("ddtree_outcome", verdict.outcome))
+    record = _record(item, params, verdict)
+    if record is None:
+        return
+    report.user_properties += [("ddtree_outcome", verdict.outcome), ("ddtree_tier", record.tier)]
     if suite.writer is not None:
-        suite.writer.write(ResultRecord(
-            kernel="verify_tree_greedy", tier=target.tier, backend=backend.name, arch=target.column,
-            case_id=case.id, budget=case.budget, topology=case.topology, plant=case.plant, batch=case.batch,
-            block_size=case.block_size, mode=case.mode, layout=case.layout, outcome=verdict.outcome, duration_s=verdict.duration_s,
-            message=verdict.message[:2000], fault_class=verdict.fault_class, nodeid=item.nodeid,
-            case_path=item.stash.get(CASE_PATH, "")))
+        suite.writer.write(record)
 
 
 class _Summary:
-    """Counts cells from reports (``user_properties`` travel from xdist workers to the controller)."""
+    """Counts cells by (static?, outcome) from reports (``user_properties`` travel from xdist workers)."""
 
     def __init__(self, suite: Suite):
         self.suite = suite
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for key, value in report.user_properties:
-            if key == "ddtree_outcome":
-                self.suite.counts[value] += 1
+        props = dict(report.user_properties)
+        if "ddtree_outcome" in props:
+            self.suite.counts[(props.get("ddtree_tier") == STATIC, props["ddtree_outcome"])] += 1
+
+    def _line(self, static: bool) -> str:
+        return ", ".join(f"{self.suite.counts[(static, o)]} {o}" for o in OUTCOMES)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         if not self.suite.counts:
             return
-        parts = ", ".join(f"{self.suite.counts[o]} {o}" for o in OUTCOMES)
         terminalreporter.write_sep("-", "ddtree-compat")
-        terminalreporter.write_line(f"cells: {parts}  (tier {self.suite.tier}, profile {self.suite.profile})")
+        if any(static is False for static, _ in self.suite.counts):
+            terminalreporter.write_line(f"cells: {self._line(False)}  (tier {self.suite.tier}, profile {self.suite.profile})")
+        if any(static is True for static, _ in self.suite.counts):
+            terminalreporter.write_line(f"static cells: {self._line(True)}  (tier static, build cache "
+                                        f"{self.suite.static_cache})")
         if self.suite.writer is not None:
             terminalreporter.write_line(f"results: {self.suite.writer.path}  ->  python -m ddtree_compat report "
                                         f"{self.suite.writer.path}")

@@ -2,21 +2,25 @@
 
 Matrix rows are ``budget x topology x layout`` (``exact``, or ``cap16``: buffers padded to capacity 16); columns ``backend x arch`` (``interpret`` for the CPU
 interpreter). A cell aggregates its plants and batch sizes: ``✅ 15`` when all 15 passed, otherwise
-the count of each outcome, worst first.
+the count of each outcome, worst first. Static-tier cells (AOT compiles) get their own table: rows
+``backend x kernel x specialization``, columns the compile targets; their counts columns read
+``backend · arch · static``.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 
 from .harness import OUTCOMES
 from .results import ResultRecord, Results
+from .tiers import STATIC
 
 WORST_FIRST = ("fault", "zero-accept", "wrong", "skip", "pass")
 
 
 def _column(r: ResultRecord) -> str:
-    return f"{r.backend} · {r.arch}"
+    return f"{r.backend} · {r.arch}" + (f" · {STATIC}" if r.tier == STATIC else "")
 
 
 def _cell(counts: Counter) -> str:
@@ -36,6 +40,28 @@ def _table(header: list[str], rows: list[list[object]]) -> list[str]:
     return out
 
 
+def _natural(key: tuple) -> list:
+    """Sort key reading digit runs as numbers (``bs3-w9-c9`` before ``bs3-w16-c16``)."""
+    return [int(t) if t.isdigit() else t for part in key for t in re.split(r"(\d+)", str(part))]
+
+
+def _static_table(recs: list[ResultRecord]) -> list[str]:
+    """Rows ``backend x kernel x specialization``, columns the compile targets in arch order."""
+    if not recs:
+        return []
+    archs = sorted({r.arch for r in recs}, key=lambda a: (len(a), a))
+    cells: dict[tuple, Counter] = defaultdict(Counter)
+    for r in recs:
+        cells[(r.backend, r.kernel, r.case_id, r.arch)][r.outcome] += 1
+    rows = []
+    for backend, kernel, case_id in sorted({(r.backend, r.kernel, r.case_id) for r in recs}, key=_natural):
+        rows.append([backend, kernel, case_id,
+                     *(_cell(cells[(backend, kernel, case_id, a)]) if cells[(backend, kernel, case_id, a)] else ""
+                       for a in archs)])
+    head = "## Static tier (AOT compile per arch: resources and SASS; rows: backend x kernel x specialization)"
+    return [head, ""] + _table(["backend", "kernel", "specialization", *archs], rows) + [""]
+
+
 def render_markdown(results: Results, title: str = "DDTree compatibility matrix", max_failures: int = 40) -> str:
     """Render ``results`` as one Markdown document (fit for a CI step summary)."""
     recs = results.records
@@ -49,7 +75,7 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
     lines += _table(["env", "tier", "GPUs", "driver", "CUDA", "torch", "triton", "sglang", "host", "started"],
                     env_rows) + [""]
 
-    columns = sorted({_column(r) for r in recs})
+    columns = sorted({_column(r) for r in recs}, key=lambda c: _natural((c,)))
     by_col: dict[str, Counter] = defaultdict(Counter)
     for r in recs:
         by_col[_column(r)][r.outcome] += 1
@@ -71,16 +97,20 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
         lines += _table(["backend · arch", "class", "cells"], [[c, f, n] for (c, f), n in sorted(faults.items())])
         lines += [""]
 
+    verify = [r for r in recs if r.tier != STATIC]
+    verify_columns = [c for c in columns if not c.endswith(f" · {STATIC}")]
     lines += ["## Matrix (rows: budget x topology; cells aggregate plants and batch sizes)", ""]
     cells: dict[tuple, Counter] = defaultdict(Counter)
-    for r in recs:
+    for r in verify:
         cells[(r.budget, r.topology, r.layout, _column(r))][r.outcome] += 1
-    row_keys = sorted({(r.budget, r.topology, r.layout, r.mode) for r in recs})
+    row_keys = sorted({(r.budget, r.topology, r.layout, r.mode) for r in verify})
     rows = []
     for budget, topology, layout, mode in row_keys:
         key = (budget, topology, layout)
-        rows.append([budget, topology, layout, mode, *(_cell(cells[(*key, c)]) if cells[(*key, c)] else "" for c in columns)])
-    lines += _table(["budget", "topology", "layout", "SGLang mode", *columns], rows) + [""]
+        rows.append([budget, topology, layout, mode,
+                     *(_cell(cells[(*key, c)]) if cells[(*key, c)] else "" for c in verify_columns)])
+    lines += _table(["budget", "topology", "layout", "SGLang mode", *verify_columns], rows) + [""]
+    lines += _static_table([r for r in recs if r.tier == STATIC])
 
     bad = [r for r in recs if r.outcome in ("wrong", "zero-accept", "fault")]
     lines += [f"## Failures ({len(bad)})", ""]

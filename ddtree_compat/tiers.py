@@ -4,6 +4,10 @@
   must be set before Triton decorates a kernel, so a process runs either the interpret tier or the
   device tier, never both; the plugin sets it at configure time.
 * ``device``: one target per visible GPU, named by its arch (``sm90``), marked with that arch marker.
+* ``static``: every kernel compiled ahead of time for each arch in
+  :data:`ddtree_compat.static.runner.STATIC_ARCHES` and checked against it (resources, SASS), on the
+  CPU. Not a process's tier: its cells run in every process, whatever ``--ddtree-tier`` says, and
+  carry their target arch's marker (``pytest -m sm120`` on a CPU machine runs the sm120 static cells).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from .arch import Gpu
 from .errors import DDTreeInputError
 
 TIERS = ("interpret", "device")
+STATIC = "static"
 TIER_CHOICES = ("auto", *TIERS)
 
 
