@@ -3,7 +3,8 @@
 * ``sweep``: the main job. Runs the kernel tests (``tests/kernels``) on the tier(s) this host has (device
   when a GPU is visible, one xdist worker per GPU; else the CPU interpreter), each tier in its own pytest
   process, appending to a dated results file, then writes the reports beside it (``.md``, ``.html``,
-  ``.png``).
+  ``.png``). The static tier (AOT compiles for every arch) runs once, in the first
+  tier's process.
 * ``report RESULTS...``: render results files (merged: several runners or GPUs, one matrix) as Markdown,
   and with ``--html PAGE`` a self-contained HTML page plus its heatmap PNG beside it.
 * ``diff BASELINE CANDIDATE``: the upgrade gate; lists regressed and fixed cells, exits 1 on a regression.
@@ -58,7 +59,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if results.exists() and not (args.append or args.resume):
         results.unlink()
     worst = 0
-    for tier in tiers:
+    for n, tier in enumerate(tiers):
         # device tier: one worker per GPU, pinned with CUDA_VISIBLE_DEVICES; -n N load-balances instead.
         if tier == "device" and not args.workers:
             dist = pinned_worker_args(gpus)
@@ -73,6 +74,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             cmd.append("--ddtree-resume")
         if args.sanitize:
             cmd.append(f"--sanitize={args.sanitize}")
+        if n:  # static cells do not depend on the tier: the first tier's process runs them once
+            cmd.append("--ddtree-static=off")
         for b in args.backend or []:
             cmd.append(f"--ddtree-backend={b}")
         print("+", " ".join(cmd), flush=True)
@@ -101,7 +104,11 @@ def _write_report(paths: list[str], out: str | None, html: str | None = None) ->
     else:
         sys.stdout.write(text)
     if html:
-        png = render_heatmap(results, Path(html).with_suffix(".png"))
+        try:
+            png = render_heatmap(results, Path(html).with_suffix(".png"))
+        except ValueError as e:  # only static cells: nothing to map
+            print(f"no heatmap: {e}", file=sys.stderr)
+            png = b""
         Path(html).write_text(render_html(results, png), encoding="utf-8")
 
 

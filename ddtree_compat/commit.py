@@ -119,10 +119,10 @@ class CommitCase:
         return path
 
 
-def commit_cases(profile: str = "default") -> tuple[CommitCase, ...]:
-    """One commit case per verify grid case, layouts rotating with the case index."""
+def commit_cases(verify_cases: tuple[VerifyCase, ...] | None = None) -> tuple[CommitCase, ...]:
+    """One commit case per verify case (default: the default grid), layouts rotating with the case index."""
     out = []
-    for i, v in enumerate(grid(profile)):
+    for i, v in enumerate(grid("default") if verify_cases is None else verify_cases):
         heads, dim = KV_SHAPES[i % len(KV_SHAPES)]
         out.append(CommitCase(v, PAGE_SIZES[i % 3], PLACEMENTS[(i // 3) % 3], heads, dim,
                               tuple(KV_DTYPES)[(i // 9) % len(KV_DTYPES)]))

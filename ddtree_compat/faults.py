@@ -17,13 +17,16 @@ FAULT_CLASSES = (
     "out-of-memory",
     "hang",
     "triton-compile-error",
+    "nvcc-compile-error",
     "out-of-resources",
+    "no-kernel-image",
     "other",
 )
 
 # (class, lower-case substrings); first match wins, so the specific ones come first.
 _PATTERNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("illegal-instruction", ("illegal instruction",)),
+    ("no-kernel-image", ("no kernel image",)),
     ("illegal-memory-access", ("illegal memory access", "illegal address", "out of bounds")),
     ("misaligned-address", ("misaligned address",)),
     ("device-side-assert", ("device-side assert triggered", "device side assert triggered", "cudaerrorassert")),

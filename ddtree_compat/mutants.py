@@ -6,7 +6,9 @@ ddtree_compat.mutants:ZeroAccept`` etc. Expected outcomes: ``ZeroAccept`` -> ``z
 (illegal-instruction, sticky: the xdist worker is replaced); ``RaisesOOM`` -> ``fault``
 (out-of-memory, not sticky); ``Aborts`` -> ``fault`` (other: the process died); ``Hangs`` -> ``fault``
 (hang, with ``--timeout``); ``Slow`` -> ``pass``, slowly. They run on the CPU; the GPU fault injectors
-are in :mod:`ddtree_compat.faultinject`.
+are in :mod:`ddtree_compat.faultinject`. ``CommitMutant`` breaks each commit kernel.
+``OversizedSmem`` verifies correctly but declares a planted static kernel: its static cells are
+``out of resources`` on the 99 KB-per-block archs (sm120) and pass on sm90.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from .backends.oracle import OracleBackend
+from .static.kernels import Spec, TritonKernel
 
 
 class ZeroAccept(OracleBackend):
@@ -149,3 +152,19 @@ class CommitMutant(OracleBackend):
     def commit_outputs(self, predict, accept_index, accept_lens, seq_lens):
         new_seq_lens, bonus = super().commit_outputs(predict, accept_index, accept_lens, seq_lens)
         return new_seq_lens - 1, bonus
+
+
+
+def _oversized_spec(case, arch: str) -> Spec:
+    return Spec("bm128-bn128-bk128-s4", (("BM", 128), ("BN", 128), ("BK", 128)), num_warps=8, num_stages=4)
+
+
+class OversizedSmem(OracleBackend):
+    """Correct verify, plus a planted static kernel (:mod:`ddtree_compat.static.planted`) whose shared
+    memory (128 KB on sm120, 160 KB on sm90) fits sm90's 227 KB per block but not sm120's 99 KB: its
+    static cells are ``out of resources`` on sm86/sm89/sm120/sm121 and pass elsewhere."""
+
+    name = "mutant-oversized-smem"
+    static_kernels = (TritonKernel(kernel="oversized_smem_kernel", fn="ddtree_compat.static.planted:oversized_smem_kernel",
+                                   signature=(("a_ptr", "*fp16"), ("b_ptr", "*fp16"), ("c_ptr", "*fp32"), ("K", "i32")),
+                                   specialize=_oversized_spec),)

@@ -9,6 +9,10 @@ are parametrized and recorded with ``known_issue``. A test inside another repo n
 
     def test_verify(ddtree_target, ddtree_backend, ddtree_case, ddtree_check_verify):
         ddtree_check_verify(ddtree_target, ddtree_backend, ddtree_case)
+
+Static cells (tier ``static``, :mod:`ddtree_compat.static`): a test asking for ``ddtree_static_cell``
+is parametrized over arch x backend x the backend's ``static_kernels`` x their specializations over
+the cases, marked ``static`` plus the arch and family markers, and judged by ``ddtree_check_static``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from .errors import DDTreeInputError
 from .harness import OUTCOMES, Verdict, run_verify
 from .isolation import exit_worker, in_xdist_worker, is_sticky, results_size, scan
 from .results import ResultRecord, ResultsWriter, environment
-from .tiers import TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
+from .static.runner import DEFAULT_CACHE, StaticCell, run_static, static_cells
+from .tiers import STATIC, TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
 
 DEFAULT_RESULTS = ".ddtree/results.jsonl"
 DEFAULT_CASES_DIR = ".ddtree/cases"
@@ -57,12 +62,17 @@ class Suite:
     sanitize: str = ""
     poisoned_by: str = ""
     known: known_issues.Manifest = field(default_factory=known_issues.Manifest)
+    static: bool = True
+    static_cache: str = str(DEFAULT_CACHE)
     counts: Counter = field(default_factory=Counter)
 
     def cases(self) -> tuple[VerifyCase, ...]:
         if self.case_files:
             return tuple(VerifyCase.load(p) for p in self.case_files)
         return grid(self.profile)
+
+    def static_cells(self) -> list[StaticCell]:
+        return static_cells(self.backends, self.cases()) if self.static else []
 
 
 SUITE = pytest.StashKey[Suite]()
@@ -98,10 +108,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--ddtree-known-issues", default=os.environ.get("DDTREE_KNOWN_ISSUES", str(known_issues.SHIPPED)),
                 metavar="PATH", help="TOML manifest of expected failures, run as strict xfail (env DDTREE_KNOWN_ISSUES; "
                                      "default the shipped ddtree_compat/known_issues.toml; '' = none)")
+    g.addoption("--ddtree-static", default=os.environ.get("DDTREE_STATIC", "on"), choices=("on", "off"),
+                help="static tier cells (AOT compile for every arch, on the CPU): on (default) or off (env DDTREE_STATIC)")
+    g.addoption("--ddtree-static-cache", default=os.environ.get("DDTREE_STATIC_CACHE", str(DEFAULT_CACHE)),
+                metavar="DIR", help=f"static tier build cache, Triton's included (env DDTREE_STATIC_CACHE; "
+                                    f"default {DEFAULT_CACHE})")
 
 
 def _register_markers(config: pytest.Config, gpus: list[Gpu]) -> None:
-    for tier in TIERS:
+    for tier in (*TIERS, STATIC):
         config.addinivalue_line("markers", f"{tier}: DDTree {tier} tier")
     for arch, (fam, products) in ARCHES.items():
         config.addinivalue_line("markers", f"{arch}: runs on a compute capability {arch} GPU ({products})")
@@ -137,7 +152,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
     suite = Suite(tier, profile, gpus, targets, chosen, case_files,
                   Path(config.getoption("ddtree_cases_dir")), writer, resume=config.getoption("ddtree_resume"),
-                  sanitize=config.getoption("sanitize"), known=known)
+                  sanitize=config.getoption("sanitize"), known=known,
+                  static=config.getoption("ddtree_static") == "on", static_cache=config.getoption("ddtree_static_cache"))
     if suite.resume and writer is not None:
         worker = getattr(config, "workerinput", None)
         suite.resume_limit = worker["ddtree_resume_limit"] if worker else results_size(writer.path)
@@ -175,11 +191,13 @@ def _hypothesis_profiles(config: pytest.Config) -> None:
         settings.load_profile(os.environ.get("DDTREE_HYPOTHESIS_PROFILE", "ci"))
 
 
+def arch_marks(arch: str) -> list:
+    """The exact arch marker and its family marker (``sm120`` -> ``sm120``, ``blackwell_rtx``)."""
+    return [getattr(pytest.mark, arch), getattr(pytest.mark, family(arch).replace("-", "_"))]
+
+
 def _marks(target: Target) -> list:
-    marks = [getattr(pytest.mark, target.tier)]
-    if target.arch:
-        marks += [getattr(pytest.mark, target.arch), getattr(pytest.mark, family(target.arch).replace("-", "_"))]
-    return marks
+    return [getattr(pytest.mark, target.tier), *(arch_marks(target.arch) if target.arch else [])]
 
 
 def _known_issue(suite: Suite, target: Target, backend, case: VerifyCase | None) -> known_issues.KnownIssue | None:
@@ -201,14 +219,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Parametrize ``ddtree_target`` x ``ddtree_backend`` [x ``ddtree_case`` | x ``ddtree_kernel`` x
     ``ddtree_commit_case``], generating only backends that have the kernel."""
     names = set(metafunc.fixturenames)
+    suite = metafunc.config.stash[SUITE]
+    if "ddtree_static_cell" in names:
+        metafunc.parametrize("ddtree_static_cell", [
+            pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch)])
+            for cell in suite.static_cells()])
     if not {"ddtree_target", "ddtree_backend"} <= names:
         return
-    suite = metafunc.config.stash[SUITE]
     if "ddtree_commit_case" in names:
         from .commit import commit_cases
 
         argnames = ("ddtree_target", "ddtree_backend", "ddtree_kernel", "ddtree_commit_case")
-        cases = commit_cases(suite.profile)
+        cases = commit_cases(suite.cases())
         combos = [(b, k, c) for b in suite.backends for k in backend_registry.kernels_of(b)
                   if k != backend_registry.VERIFY_KERNEL for c in cases]
         ident = lambda t, b, k, c: f"{t.id}-{b.name}-{k}-{c.id}"  # noqa: E731
@@ -358,13 +380,45 @@ def ddtree_check_commit(request: pytest.FixtureRequest):
     return check
 
 
+@pytest.fixture
+def ddtree_static_cache(request: pytest.FixtureRequest) -> str:
+    """The static tier's build cache directory (``--ddtree-static-cache``)."""
+    return request.config.stash[SUITE].static_cache
+
+
+@pytest.fixture
+def ddtree_check_static(request: pytest.FixtureRequest, ddtree_static_cache: str):
+    """``check(cell)``: compile one static cell for its arch and judge it; fail or skip with the reason.
+
+    ``out of resources`` / ``illegal instruction`` / compile errors fail, naming kernel, config and arch.
+    """
+
+    def check(cell: StaticCell) -> Verdict:
+        verdict = run_static(cell, ddtree_static_cache)
+        request.node.stash[VERDICT] = verdict
+        if verdict.outcome == "skip":
+            pytest.skip(f"{cell.id}: {verdict.message}")
+        if verdict.outcome != "pass":
+            pytest.fail(f"{verdict.message}\nreplay: pytest {shlex.quote(request.node.nodeid)}", pytrace=False)
+        return verdict
+
+    return check
+
+
+def _static_record(item: pytest.Item, cell: StaticCell, verdict: Verdict) -> ResultRecord:
+    return ResultRecord(kernel=cell.entry.kernel, tier=STATIC, backend=cell.backend, arch=cell.arch,
+                        case_id=cell.spec.id, layout="", outcome=verdict.outcome, duration_s=verdict.duration_s,
+                        message=verdict.message[:2000], fault_class=verdict.fault_class, nodeid=item.nodeid)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = (yield).get_result()
     suite = item.config.stash.get(SUITE, None)
     params = getattr(getattr(item, "callspec", None), "params", {})
     case = params.get("ddtree_case") or params.get("ddtree_commit_case") or item.stash.get(CELL_CASE, None)
-    if suite is None or case is None:
+    cell = params.get("ddtree_static_cell")
+    if suite is None or (case is None and not isinstance(cell, StaticCell)):
         return
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return
@@ -373,6 +427,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         skipped = report.skipped and not hasattr(report, "wasxfail")  # an xfailed error is still a fault
         verdict = Verdict("skip" if skipped else "fault", str(report.longrepr)[:500],
                           fault_class=None if skipped else "other")
+    if isinstance(cell, StaticCell):
+        report.user_properties += [("ddtree_outcome", verdict.outcome), ("ddtree_tier", STATIC)]
+        if suite.writer is not None:
+            suite.writer.write(_static_record(item, cell, verdict))
+        return
     issue = _known_issue(suite, params["ddtree_target"], params["ddtree_backend"], case)
     report.user_properties.append(("ddtree_outcome", verdict.outcome))
     if issue is not None and verdict.outcome != "skip":
@@ -444,27 +503,36 @@ class _Summary:
         self.suite = suite
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for key, value in report.user_properties:
-            if key in ("ddtree_outcome", "ddtree_known_issue"):
-                self.suite.counts[value] += 1
+        props = dict(report.user_properties)
+        if "ddtree_outcome" in props:
+            self.suite.counts[(props.get("ddtree_tier") == STATIC, props["ddtree_outcome"])] += 1
+        if "ddtree_known_issue" in props:
+            self.suite.counts[("known", props["ddtree_known_issue"])] += 1
+
+    def _line(self, static: bool) -> str:
+        return ", ".join(f"{self.suite.counts[(static, o)]} {o}" for o in OUTCOMES)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         wanted = set(re.findall(r"\bsm\d+\b", config.getoption("markexpr", "") or ""))
         missing = sorted(wanted - {g.arch for g in self.suite.gpus})
-        if missing and not self.suite.counts:
+        if missing and not any(self.suite.counts[(False, o)] for o in OUTCOMES):
             have = ", ".join(sorted({g.arch for g in self.suite.gpus})) or "none"
             terminalreporter.write_sep("-", "ddtree-compat")
             terminalreporter.write_line(f"no {', '.join(missing)} GPU on this host (detected: {have}): "
                                         f"no device cells selected for -m {config.getoption('markexpr')!r}")
         if not self.suite.counts:
             return
-        parts = ", ".join(f"{self.suite.counts[o]} {o}" for o in OUTCOMES)
+        counts = self.suite.counts
         terminalreporter.write_sep("-", "ddtree-compat")
-        terminalreporter.write_line(f"grid cells: {parts}  (tier {self.suite.tier}, profile {self.suite.profile}; "
-                                    f"property tests are counted by pytest only)")
-        if self.suite.counts["xfail"] or self.suite.counts["xpass"]:
-            terminalreporter.write_line(f"known issues: {self.suite.counts['xfail']} failed as expected (xfail), "
-                                        f"{self.suite.counts['xpass']} passed (XPASS(strict): fixed? update "
+        if any(counts[(False, o)] for o in OUTCOMES):
+            terminalreporter.write_line(f"grid cells: {self._line(False)}  (tier {self.suite.tier}, profile "
+                                        f"{self.suite.profile}; property tests are counted by pytest only)")
+        if any(counts[(True, o)] for o in OUTCOMES):
+            terminalreporter.write_line(f"static cells: {self._line(True)}  (tier static, build cache "
+                                        f"{self.suite.static_cache})")
+        if counts[("known", "xfail")] or counts[("known", "xpass")]:
+            terminalreporter.write_line(f"known issues: {counts[('known', 'xfail')]} failed as expected (xfail), "
+                                        f"{counts[('known', 'xpass')]} passed (XPASS(strict): fixed? update "
                                         f"{self.suite.known.path})")
         if self.suite.writer is not None:
             terminalreporter.write_line(f"results: {self.suite.writer.path}  ->  python -m ddtree_compat report "

@@ -37,14 +37,18 @@ class ResultRecord:
     """One cell of the matrix.
 
     Attributes:
-        kernel: kernel under test (``verify_tree_greedy``).
-        tier: ``interpret`` or ``device`` (later: ``static``, ``e2e``).
+        kernel: kernel under test (``verify_tree_greedy``, ``fill_accept_out_cache_loc``, ...).
+        tier: ``interpret``, ``device`` or ``static`` (later: ``e2e``).
         backend: backend name.
-        arch: ``sm{major}{minor}`` of the device, ``interpret`` for the CPU interpreter.
-        case_id, budget, topology, plant, batch, block_size, mode: the case's coordinates.
-        layout: ``exact`` (buffers of ``D`` slots) or ``cap<C>`` (padded to capacity ``C``).
+        arch: ``sm{major}{minor}`` of the device or of the static tier's compile target, ``interpret``
+            for the CPU interpreter.
+        case_id: the verify case (``b8-spine-deep-bs3``) or, static tier, the specialization
+            (``bs3-w16-c16``: batch, ``accept_index`` width, slots ``C``).
         outcome: one of ``pass, wrong, zero-accept, fault, skip``.
-        duration_s: kernel wall seconds.
+        budget, topology, plant, batch, block_size, mode: a verify case's coordinates (``None``/``""``
+            for static cells).
+        layout: ``exact`` (buffers of ``D`` slots) or ``cap<C>`` (padded to capacity ``C``); ``""`` static.
+        duration_s: kernel wall seconds (static: compile and inspection wall seconds).
         message: what differed / the error / the skip reason.
         fault_class: for faults.
         nodeid: pytest node id (the replay handle).
@@ -61,13 +65,13 @@ class ResultRecord:
     backend: str
     arch: str
     case_id: str
-    budget: int
-    topology: str
-    plant: str
-    batch: int
-    block_size: int
-    mode: str
     outcome: str
+    budget: int | None = None
+    topology: str = ""
+    plant: str = ""
+    batch: int | None = None
+    block_size: int | None = None
+    mode: str = ""
     layout: str = "exact"
     duration_s: float = 0.0
     message: str = ""

@@ -2,6 +2,7 @@
 # Install ddtree-compat with SGLang's kernels on a fresh machine (CPU or GPU).
 #   - torch: kept if importable (the GPU host's CUDA build); else torch==2.13.0 (the CPU build).
 #   - SGLang 0.5.23 with --no-deps plus the modules its kernels import (requirements/sglang-kernels.txt).
+#   - the static tier's cuobjdump/nvdisasm and ninja (requirements/static.txt; nvcc: the CUDA toolkit's).
 #   - this package, editable, with its pytest plugin.
 # Override the SGLang version with SGLANG_VERSION=... (the upgrade gate's candidate).
 set -euo pipefail
@@ -12,7 +13,7 @@ SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
 if ! $PY -c "import torch" 2>/dev/null; then
   $PIP "torch==2.13.0"
 fi
-$PIP -r requirements/sglang-kernels.txt
+$PIP -r requirements/sglang-kernels.txt -r requirements/static.txt
 $PIP --no-deps "sglang==${SGLANG_VERSION}"
 $PIP -e .
 $PY - <<'PY'

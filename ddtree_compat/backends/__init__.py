@@ -13,6 +13,9 @@ A backend is an object with
   ``accept_token_num`` int32 ``[bs]``; the five inputs int64 ``[bs, C]``, on the target's device.
   Contract: see :func:`ddtree_compat.oracle.verify_greedy_eagle` (elements off the accepted path are
   left as they were).
+* optional ``static_kernels``: a tuple of :mod:`ddtree_compat.static.kernels` entries (Triton
+  kernels, tvm-ffi CUDA modules) the backend launches; the static tier compiles each for every arch
+  (``tests/kernels/test_static.py``).
 
 Built-ins live one per file here. Third parties register theirs with an entry point in the group
 ``ddtree_compat.backends`` (``name = "pkg.module:BackendClass"``) or per run with

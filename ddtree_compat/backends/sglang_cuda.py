@@ -8,6 +8,7 @@ all on one CUDA device. One CUDA thread walks each request.
 
 from __future__ import annotations
 
+from ..static.kernels import SGLANG_VERIFY_CUDA
 from ..tiers import Target
 from ._sglang import device_reason, import_error
 
@@ -16,6 +17,7 @@ MODULE = "sglang.kernels.ops.speculative.tree"
 
 class SGLangCudaBackend:
     name = "sglang-cuda"
+    static_kernels = (SGLANG_VERIFY_CUDA,)  # nvcc-built for every arch by the static tier
 
     def unavailable_reason(self, target: Target) -> str | None:
         if target.tier != "device":

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from ..static.kernels import SGLANG_FILL_ACCEPT_TRITON, SGLANG_VERIFY_TRITON
 from ..tiers import Target
 from ._sglang import device_reason, import_error, interpreter_on
 
@@ -22,6 +23,8 @@ COMMIT_MODULES = {  # commit kernel -> module it lives in (sglang 0.5.23)
 
 class SGLangTritonBackend:
     name = "sglang-triton"
+    # compiled for every arch by the static tier: the verify kernel and the commit step's kernel
+    static_kernels = (SGLANG_VERIFY_TRITON, SGLANG_FILL_ACCEPT_TRITON)
 
     def unavailable_reason(self, target: Target) -> str | None:
         if target.tier == "interpret" and not interpreter_on():

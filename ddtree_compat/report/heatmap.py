@@ -19,6 +19,7 @@ import numpy as np
 
 from ..arch import parse_arch
 from ..results import ResultRecord, Results
+from ..tiers import STATIC
 from ..topologies import TOPOLOGIES
 from .summary import WORST_FIRST, backend_kernel, cell_status, worst
 
@@ -103,9 +104,9 @@ def render_heatmap(results: Results, path: str | os.PathLike | None = None, titl
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    recs = results.records
+    recs = [r for r in results.records if r.tier != STATIC]  # static cells have no budget: a table, not a map
     if not recs:
-        raise ValueError("no result lines to draw")
+        raise ValueError("no kernel-run result lines to draw (static cells are tabulated, not mapped)")
     backends = sorted({backend_kernel(r) for r in recs})
     arches = sorted({r.arch for r in recs}, key=_arch_key)
     budgets = sorted({r.budget for r in recs})

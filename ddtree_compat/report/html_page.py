@@ -15,7 +15,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .heatmap import STYLE, render_heatmap
-from .summary import (COUNT_HEADER, ENV_HEADER, KNOWN_HEADER, count_rows, env_rows, known_rows, matrix_rows, parts,
+from .summary import (COUNT_HEADER, ENV_HEADER, KNOWN_HEADER, count_rows, env_rows, known_rows, matrix_columns, matrix_rows, parts,
                       replay_command, summarize, worst)
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
@@ -43,6 +43,6 @@ def render_html(results: Results, png: bytes | None = None, title: str = "DDTree
         known_header=KNOWN_HEADER, known=known_rows(s),
         failures=[(r, replay_command(r)) for r in s.failures[:max_failures]], n_failures=len(s.failures),
         xpassed=s.xpassed,
-        columns=s.columns, matrix=matrix,
+        columns=matrix_columns(s), matrix=matrix,
         colours={k: v[0] for k, v in STYLE.items()},
     )

@@ -13,7 +13,8 @@ from collections import Counter
 
 from ..results import Results
 from .summary import (COUNT_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, count_rows, env_rows, known_rows,
-                      matrix_rows, parts, replay_command, summarize)
+                      matrix_columns, matrix_rows, parts, replay_command, static_rows,
+                      summarize)
 
 
 def _cell(counts: Counter) -> str:
@@ -63,8 +64,13 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
 
     lines += ["## Matrix (rows: budget x topology; cells aggregate plants and batch sizes)", ""]
     rows = [[*key, mode, *(_cell(c) if c else "" for c in cells)] for key, mode, cells in matrix_rows(s)]
-    lines += _table(["budget", "topology", "layout", "SGLang mode", *s.columns], rows)
-
+    lines += _table(["budget", "topology", "layout", "SGLang mode", *matrix_columns(s)], rows)
+    archs, static = static_rows(s)
+    if static:
+        lines += ["## Static tier (AOT compile per arch: resources and SASS; rows: backend x kernel x "
+                  "specialization)", ""]
+        lines += _table(["backend", "kernel", "specialization", *archs],
+                        [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in static])
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""

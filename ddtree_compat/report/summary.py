@@ -9,11 +9,13 @@ of cells (a matrix row, a heatmap square) shows its worst status, in the order :
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..harness import OUTCOMES
 from ..known_issues import status
+from ..tiers import STATIC
 from ..results import ResultRecord, Results
 
 WORST_FIRST = ("fault", "zero-accept", "wrong", "xpass", "xfail", "skip", "pass")
@@ -26,6 +28,8 @@ def backend_kernel(r: ResultRecord) -> str:
 
 
 def column(r: ResultRecord) -> str:
+    if r.tier == STATIC:  # static cells: one column per backend and compile target
+        return f"{r.backend} · {r.arch} · {STATIC}"
     return f"{backend_kernel(r)} · {r.arch}"
 
 
@@ -156,14 +160,39 @@ def parts(counts: Counter) -> str:
     return ", ".join(f"{counts[o]} {o}" for o in WORST_FIRST if counts[o])
 
 
+def matrix_columns(s: Summary) -> list[str]:
+    """Columns of the budget x topology matrix: those with kernel-run (not static) cells."""
+    return sorted({column(r) for r in s.records if r.tier != STATIC})
+
+
 def matrix_rows(s: Summary) -> list[tuple[tuple, str, list[Counter | None]]]:
-    """The detailed matrix: per ``(budget, topology, layout)`` its SGLang mode(s) and, per column, the
-    Counter of statuses over plants and batch sizes (``None`` where the column has no such case)."""
+    """The detailed matrix: per ``(budget, topology, layout)`` its SGLang mode(s) and, per column of
+    :func:`matrix_columns`, the Counter of statuses over plants and batch sizes (``None`` where the
+    column has no such case). Static cells have no budget and are left to :func:`static_rows`."""
     cells = s.grouped(lambda r: (r.budget, r.topology, r.layout))
     modes: dict[tuple, set] = {}
     for r in s.records:  # a budget is spine mode at one block size and tree mode at a smaller one
-        modes.setdefault((r.budget, r.topology, r.layout), set()).add(r.mode)
-    return [(key, "/".join(sorted(modes[key])), [cells.get((*key, c)) for c in s.columns]) for key in sorted(modes)]
+        if r.tier != STATIC:
+            modes.setdefault((r.budget, r.topology, r.layout), set()).add(r.mode)
+    cols = matrix_columns(s)
+    return [(key, "/".join(sorted(modes[key])), [cells.get((*key, c)) for c in cols]) for key in sorted(modes)]
+
+
+def _natural(key: tuple) -> list:
+    """Sort key reading digit runs as numbers (``bs3-w9-c9`` before ``bs3-w16-c16``)."""
+    return [int(t) if t.isdigit() else t for part in key for t in re.split(r"(\d+)", str(part))]
+
+
+def static_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | None]]]]:
+    """The static tier's table: ``(archs, rows)``; a row is ``(backend, kernel, specialization)`` and,
+    per compile-target arch, the Counter of statuses (``None`` where not compiled)."""
+    recs = [r for r in s.records if r.tier == STATIC]
+    archs = sorted({r.arch for r in recs}, key=lambda a: (len(a), a))
+    cells: dict[tuple, Counter] = {}
+    for r in recs:
+        cells.setdefault((r.backend, r.kernel, r.case_id, r.arch), Counter())[cell_status(r)] += 1
+    keys = sorted({(r.backend, r.kernel, r.case_id) for r in recs}, key=_natural)
+    return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 
 def replay_command(r: ResultRecord) -> str:
@@ -171,4 +200,5 @@ def replay_command(r: ResultRecord) -> str:
     if not r.case_path:
         return ""
     tier = " --tier interpret" if r.tier == "interpret" else ""
-    return f"python -m ddtree_compat replay {r.case_path} --backend {r.backend}{tier}"
+    kernel = "" if r.kernel.startswith("verify_tree_greedy") else f" --kernel {r.kernel}"
+    return f"python -m ddtree_compat replay {r.case_path} --backend {r.backend}{kernel}{tier}"

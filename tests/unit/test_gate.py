@@ -115,7 +115,9 @@ def test_gate_on_two_real_interpret_sweeps(tmp_path):
     def sweep(name, backend):
         r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "-n", "0",
                             "--out-dir", str(tmp_path), "--name", name, "--backend", "oracle", "--backend", backend,
-                            "--", *case_args, "-k", "not drawn_trees"], capture_output=True, text=True, env=env)
+                            "--tests", str(ROOT / "tests" / "kernels" / "test_verify.py"),
+                            "--", *case_args, "-k", "not drawn_trees", "--ddtree-static=off"],
+                           capture_output=True, text=True, env=env)
         return r, tmp_path / f"{name}.jsonl"
 
     ok, pinned = sweep("pinned", "sglang-triton")

@@ -59,6 +59,7 @@ def test_buffers_are_poisoned_and_banded():
 
 @pytest.mark.parametrize("text, cls", [
     ("CUDA error: an illegal instruction was encountered", "illegal-instruction"),
+    ("CUDA error: no kernel image is available for execution on the device", "no-kernel-image"),
     ("CUDA error: an illegal memory access was encountered", "illegal-memory-access"),
     ("CUDA error: misaligned address", "misaligned-address"),
     ("RuntimeError: CUDA error: device-side assert triggered", "device-side-assert"),

@@ -1,6 +1,7 @@
 """One xdist worker per GPU, pinned with CUDA_VISIBLE_DEVICES: a mixed host gives one column per arch."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -29,8 +30,10 @@ def test_sweep_on_a_mixed_host_pins_one_worker_per_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv(FAKE_ENV, "sm90,sm120")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # set by this (interpret-tier) session; a GPU host has none
     case = make_case(8, "spine", "deep", 3).save(tmp_path / "cases")
+    verify_tests = Path(__file__).resolve().parents[1] / "kernels" / "test_verify.py"
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--out-dir", str(tmp_path), "--name", "mixed",
-                        "--", "--ddtree-case", str(case), "-k", "not drawn_trees"], capture_output=True, text=True)
+                        "--tests", str(verify_tests), "--", "--ddtree-case", str(case), "-k", "not drawn_trees",
+                        "--ddtree-static=off"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "--dist each --tx popen//env:CUDA_VISIBLE_DEVICES=0 --tx popen//env:CUDA_VISIBLE_DEVICES=1" in r.stdout
     lines = [json.loads(x) for x in (tmp_path / "mixed.jsonl").read_text().splitlines()]

@@ -31,6 +31,8 @@ def planted(tmp_path_factory):
     def edit(o):
         if o["kind"] == "env":
             return {**o, "known_issues": {"kn-1": {"reason": "planted <b>known</b>", "source": "https://example.org/1"}}}
+        if o["kind"] != "result" or o["kernel"] != "verify_tree_greedy":
+            return o
         if o["backend"] == "sglang-triton" and o["budget"] == 64 and o["topology"] == "random" and o["plant"] == "deep":
             return {**o, "outcome": "fault", "fault_class": "illegal-instruction", "message": "<script>boom</script>"}
         if o["backend"] == "sglang-triton" and o["budget"] in (8, 12) and o["topology"] == "spine":
@@ -48,18 +50,18 @@ def test_cli_writes_markdown_html_and_png_of_the_h200_run(tmp_path):
     inlined = re.search(r'src="data:image/png;base64,([^"]+)"', html).group(1)
     assert base64.b64decode(inlined) == png  # self-contained: the page carries the PNG it was written with
     assert "NVIDIA H200 (sm90, cc 9.0)" in html and "<td>0.5.23</td>" in html
-    assert re.search(r"<td>sglang-cuda · sm90</td><td class=\"num\">1144</td>", html)
+    assert re.search(r"<td>sglang-cuda · sm90</td><td class=\"num\">1145</td>", html)
     width, height = Image.open(io.BytesIO(png)).size
     assert height > width > 600  # three backends stacked, one arch column
     md = (tmp_path / "m.md").read_text()
-    assert "| sglang-triton · sm90 | 1144 | 0 | 0 | 0 | 0 | 1144 | 0 | 0 |" in md
+    assert "| sglang-triton · sm90 | 1145 | 0 | 0 | 0 | 0 | 1145 | 0 | 0 |" in md  # grid + property record
 
 
 def test_merged_runners_give_one_column_per_arch(tmp_path):
     sm120 = edited(H200, tmp_path / "sm120.jsonl", lambda o: {**o, "env_id": "other", **(
-        {"arch": "sm120"} if o["kind"] == "result" else {"gpus": [{**o["gpus"][0], "arch": "sm120", "cc": "12.0"}]})})
+        {"gpus": [{**o["gpus"][0], "arch": "sm120", "cc": "12.0"}]} if o["kind"] == "env" else {"arch": "sm120"})})
     one, two = load([H200]), load([H200, sm120])
-    assert summarize(two).columns == ["oracle · sm120", "oracle · sm90", "sglang-cuda · sm120", "sglang-cuda · sm90",
+    assert [c for c in summarize(two).columns if ":" not in c] == ["oracle · sm120", "oracle · sm90", "sglang-cuda · sm120", "sglang-cuda · sm90",
                                       "sglang-triton · sm120", "sglang-triton · sm90"]
     w1, h1 = Image.open(io.BytesIO(render_heatmap(one))).size
     w2, h2 = Image.open(io.BytesIO(render_heatmap(two))).size
@@ -74,8 +76,10 @@ def test_worst_status_per_square_and_known_issues_shown(planted):
     assert squares[(64, "random", col)] == {"fault": 3, "pass": 12}
     assert squares[(8, "spine", col)] == {"xfail": 16} and squares[(12, "spine", col)] == {"xpass": 16}
     assert squares[(64, "random", "sglang-cuda · sm90")] == {"pass": 15}
-    assert [r.outcome for r in s.failures] == ["fault"] * 3 and len(s.xpassed) == 16
+    # the H200 file also holds 20 real faults: the oracle backend cannot be captured in a CUDA graph
+    assert [r.outcome for r in s.failures if r.kernel == "verify_tree_greedy"] == ["fault"] * 3
+    assert len(s.xpassed) == 16
     html = render_html(load([planted]), png=b"")
     assert "&lt;script&gt;boom&lt;/script&gt;" in html and "<script>boom" not in html  # autoescaped
     assert "planted &lt;b&gt;known&lt;/b&gt;" in html and '<a href="https://example.org/1">' in html
-    assert '<span class="badge st-xpass">xpass</span>' in html and "Failures (3)" in html
+    assert '<span class="badge st-xpass">xpass</span>' in html and f"Failures ({len(s.failures)})" in html

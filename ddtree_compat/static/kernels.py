@@ -1,0 +1,181 @@
+"""The kernels the static tier compiles: one entry per kernel, declared by the backend that launches it.
+
+A backend lists its entries in ``static_kernels`` (see :mod:`ddtree_compat.backends`). Two kinds:
+
+* :class:`TritonKernel`: a ``@triton.jit`` function, its runtime signature and a ``specialize``
+  function mapping one verify case and one arch to the :class:`Spec` SGLang would launch there
+  (constexprs from the case's shapes; block sizes / ``num_warps`` / ``num_stages`` as SGLang picks
+  them on that arch). Compiled with ``triton.compile`` for ``GPUTarget("cuda", cc, 32)``.
+* :class:`CudaJitKernel`: a tvm-ffi JIT module of SGLang, built the way its ``load_jit`` builds it
+  (same ``build.ninja``, same nvcc flags) for the arch's ``-gencode``.
+
+Entries are plain data (strings, tuples, module-level functions): the compile itself runs in a
+worker process (:mod:`ddtree_compat.static.runner`), which imports the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..cases import VerifyCase
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One compile of a kernel.
+
+    Attributes:
+        id: its name in the matrix (``case_id``), e.g. ``bs3-w16-c16``.
+        constexprs: ``(name, value)`` pairs, in any order.
+        num_warps, num_stages: launch options; ``None`` = Triton's default, as SGLang launches it.
+    """
+
+    id: str
+    constexprs: tuple[tuple[str, int], ...] = ()
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+
+def _unique(specs: Iterable[Spec]) -> list[Spec]:
+    return list(dict.fromkeys(specs))
+
+
+@dataclass(frozen=True)
+class Build:
+    """What a compile job hands back (picklable).
+
+    Attributes:
+        binary: path of the ``.cubin`` (Triton) or ``.o`` (nvcc) it wrote.
+        config: the launch/compile configuration in words (``num_warps=4, num_stages=3``).
+        dynamic_smem: dynamic shared memory bytes per block the launch requests.
+        threads: threads per block.
+        functions: substring selecting the functions to check in the binary (``""`` = all).
+        command: how the binary was built (nvcc command line, or the Triton call).
+        seconds: compile wall seconds (0 on a cache hit).
+    """
+
+    binary: str
+    config: str
+    dynamic_smem: int
+    threads: int
+    functions: str = ""
+    command: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """The compile cannot be attempted here (no nvcc, a toolchain too old for the arch, ...)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class BuildError:
+    """The compiler rejected the kernel. ``fault_class``: ``triton-compile-error`` or ``nvcc-compile-error``."""
+
+    fault_class: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TritonKernel:
+    """A Triton kernel the static tier compiles for each arch and specialization.
+
+    Attributes:
+        kernel: name in the matrix (``verify_tree_greedy``).
+        fn: ``module:attr`` of the ``@triton.jit`` function.
+        signature: ``(parameter, Triton type)`` for every runtime parameter (``*i32``, ``*i64``, ``i32``);
+            the rest are constexprs. Pointers are specialised as 16-byte aligned, as Triton does for
+            freshly allocated tensors.
+        specialize: ``(case, arch) -> Spec``.
+    """
+
+    kernel: str
+    fn: str
+    signature: tuple[tuple[str, str], ...]
+    specialize: Callable[[VerifyCase, str], Spec]
+
+    def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
+        """Distinct specializations over ``cases``, in first-seen order."""
+        return _unique(self.specialize(c, arch) for c in cases)
+
+    def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
+        from . import triton_aot
+
+        return triton_aot.compile_kernel, (self.fn, self.signature, spec.constexprs, spec.num_warps,
+                                           spec.num_stages, arch, cache_dir)
+
+
+@dataclass(frozen=True)
+class CudaJitKernel:
+    """A kernel in one of SGLang's tvm-ffi JIT modules (compiled by nvcc, once per arch).
+
+    Attributes:
+        kernel: name in the matrix.
+        loader: ``module:function`` whose call runs SGLang's ``load_jit`` for the module (a
+            ``cache_once`` function; its ``__wrapped__`` is called).
+        function: substring of the device function's (mangled) name to check.
+        threads: threads per block of its launch (read from the host code that launches it).
+        id: ``case_id`` in the matrix (the module; it has no compile-time specializations).
+    """
+
+    kernel: str
+    loader: str
+    function: str
+    threads: int
+    id: str
+
+    def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
+        return [Spec(self.id)]
+
+    def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
+        from . import nvcc
+
+        return nvcc.build_module, (self.loader, self.function, self.threads, arch, cache_dir)
+
+
+# ------------------------------------------------------------------------------------------------
+# SGLang 0.5.23's DDTree kernels
+# ------------------------------------------------------------------------------------------------
+
+
+def verify_spec(case: VerifyCase, arch: str) -> Spec:
+    """``verify_tree_greedy_triton`` specialises on ``bs``, ``accept_index`` width and ``C`` (any arch)."""
+    return Spec(f"bs{case.batch}-w{case.width}-c{case.slots}",
+                (("batch_size", case.batch), ("num_speculative_tokens", case.width),
+                 ("num_draft_tokens", case.slots)))
+
+
+def fill_accept_spec(case: VerifyCase, arch: str) -> Spec:
+    """The commit step launches ``fill_accept_out_cache_loc`` with ``size_upper = next_pow2(bs * width)``."""
+    size = case.batch * case.width
+    upper = 1 << max(0, size - 1).bit_length()
+    return Spec(f"n{upper}", (("size_upper", upper),))
+
+
+SGLANG_VERIFY_TRITON = TritonKernel(
+    kernel="verify_tree_greedy",
+    fn="sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_kernel_triton",
+    signature=(("predicts_ptr", "*i32"), ("accept_index_ptr", "*i32"), ("accept_token_num_ptr", "*i32"),
+               ("candidates_ptr", "*i64"), ("retrieve_index_ptr", "*i64"), ("retrieve_next_token_ptr", "*i64"),
+               ("retrieve_next_sibling_ptr", "*i64"), ("target_predict_ptr", "*i64")),
+    specialize=verify_spec,
+)
+
+SGLANG_FILL_ACCEPT_TRITON = TritonKernel(
+    kernel="fill_accept_out_cache_loc",
+    fn="sglang.kernels.ops.speculative.eagle:fill_accept_out_cache_loc",
+    signature=(("accept_index", "*i32"), ("out_cache_loc", "*i64"), ("accept_out_cache_loc", "*i64")),
+    specialize=fill_accept_spec,
+)
+
+# tree.cuh launches VerifyTreeGreedy with LaunchKernel(batch_size, 1, ...): one thread per block.
+SGLANG_VERIFY_CUDA = CudaJitKernel(
+    kernel="verify_tree_greedy",
+    loader="sglang.kernels.ops.speculative.tree:_jit_tree_module",
+    function="VerifyTreeGreedy",
+    threads=1,
+    id="jit-speculative_tree",
+)

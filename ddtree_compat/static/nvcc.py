@@ -1,0 +1,145 @@
+"""Build one of SGLang's tvm-ffi JIT modules for an arch, exactly as its ``load_jit`` would there.
+
+SGLang (``sglang.kernels.jit.utils.compile``) turns a ``load_jit(...)`` call into a ``BuildSpec``
+and generates a ``build.ninja`` from it (``ninja.generate``): the nvcc binary it resolves, the
+flags ``-Xcompiler -fPIC -gencode=arch=compute_<T>,code=sm_<T> -DSGL_CUDA_ARCH=<N> -std=c++20 -O3
+--expt-relaxed-constexpr``, the tvm-ffi and SGLang include dirs, and a generated ``cuda.cu`` wrapper
+that includes the sources and exports the entry points. ``<T>`` is the arch with the suffix SGLang
+picks (``90a``, ``100a``, ``120f`` with nvcc >= 12.9, ``121a``, plain below sm90).
+
+We do not re-create any of that: under SGLang's own ``override_jit_cuda_arch(major, minor)`` we call
+the module's loader and stop it at ``ninja.generate``, keeping the generated text and sources, then
+run ninja on them for the object files only (the link needs libcudart and is not arch-specific).
+Objects are cached under ``<cache>/nvcc/<module>/<arch>-<key>/``; the key hashes the build file, the
+generated sources, the nvcc version and the sglang and tvm-ffi versions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from unittest import mock
+
+from ..arch import parse_arch
+from .kernels import Build, BuildError, Unavailable
+from .triton_aot import load_object
+
+NINJA_TIMEOUT_S = 1800
+
+
+class _Captured(Exception):
+    """Raised from inside SGLang's ``ninja.generate`` to stop ``load_jit`` before it compiles."""
+
+
+def capture_build(loader: str, arch: str) -> tuple[str, dict[str, str]]:
+    """``(build.ninja text, {generated file name: source})`` SGLang's ``load_jit`` makes for ``arch``.
+
+    Raises:
+        ImportError: SGLang's JIT utilities (or tvm-ffi) are missing.
+        RuntimeError: the loader did not reach ``ninja.generate`` (SGLang changed how it builds).
+    """
+    from sglang.kernels.jit.utils import override_jit_cuda_arch
+    from sglang.kernels.jit.utils.compile import ninja as sglang_ninja
+
+    fn = load_object(loader)
+    fn = getattr(fn, "__wrapped__", fn)  # cache_once: call the body, never a memoised module
+    real_generate = sglang_ninja.generate
+    captured: dict = {}
+
+    def generate(spec):
+        captured["text"] = real_generate(spec)
+        captured["sources"] = {u.filename: u.source for u in spec.translation_units() if u.source is not None}
+        raise _Captured
+
+    major, minor = parse_arch(arch)
+    with override_jit_cuda_arch(major, minor), mock.patch.object(sglang_ninja, "generate", generate):
+        try:
+            fn()
+        except _Captured:
+            pass
+    if "text" not in captured:
+        raise RuntimeError(f"{loader} did not reach sglang's ninja.generate: the static tier's capture of "
+                           "load_jit needs updating for this sglang")
+    return captured["text"], captured["sources"]
+
+
+def _variable(build_text: str, name: str) -> str:
+    m = re.search(rf"^{name} = (.*)$", build_text, re.M)
+    return m.group(1).strip() if m else ""
+
+
+def cuda_objects(build_text: str) -> list[str]:
+    """Targets of the ``compile_cuda`` rule in a SGLang ``build.ninja``."""
+    return re.findall(r"^build (\S+): compile_cuda ", build_text, re.M)
+
+
+def _pkg_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "none"
+
+
+def _toolchain_reason(nvcc: str, arch: str) -> str | None:
+    if not nvcc or not os.path.isfile(nvcc):
+        return f"nvcc not found at {nvcc or '?'} (SGLang resolves CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)"
+    if shutil.which("ninja") is None:
+        return "ninja not found on PATH (SGLang's JIT builds through ninja: pip install ninja)"
+    major, minor = parse_arch(arch)
+    listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60).stdout.split()
+    if f"compute_{major}{minor}" not in listed:
+        return f"{nvcc} cannot target {arch} (--list-gpu-arch: {' '.join(listed[-4:])} ...)"
+    return None
+
+
+def build_module(loader: str, function: str, threads: int, arch: str, cache_dir: str) -> Build | Unavailable | BuildError:
+    """Compile a SGLang JIT module's CUDA objects for ``arch`` (cached). Never raises for a toolchain gap
+    (:class:`Unavailable`) or an nvcc error (:class:`BuildError`)."""
+    try:
+        text, sources = capture_build(loader, arch)
+    except ImportError as e:
+        return Unavailable(f"cannot import SGLang's JIT build ({type(e).__name__}: {e})".replace("\n", " ")[:500])
+    nvcc = _variable(text, "nvcc").strip("'\"")
+    reason = _toolchain_reason(nvcc, arch)
+    if reason:
+        return Unavailable(reason)
+    objects = cuda_objects(text)
+    if len(objects) != 1:
+        return BuildError("nvcc-compile-error", f"expected one CUDA object in SGLang's build.ninja, got {objects}")
+    nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    key = hashlib.sha256("\0".join([text, *sorted(f"{k}\n{v}" for k, v in sources.items()), nvcc_version,
+                                    _pkg_version("sglang"), _pkg_version("apache-tvm-ffi")]).encode()).hexdigest()[:16]
+    module = re.search(r"^build (\S+)\.so: link", text, re.M)
+    out = Path(cache_dir) / "nvcc" / (module.group(1) if module else "module") / f"{arch}-{key}"
+    flags = _variable(text, "cudaflags")
+    config = " ".join(f for f in flags.split() if f.startswith(("-gencode", "-DSGL_CUDA_ARCH")))
+    command = f"{nvcc} {flags} -c {' '.join(sources) or '?'} -o {objects[0]}"
+    start = time.perf_counter()
+    if not (out / "build.ninja").is_file():
+        staging = out.parent / f".staging-{uuid.uuid4().hex}"
+        staging.mkdir(parents=True)
+        try:
+            for name, source in sources.items():
+                (staging / name).write_text(source)
+            (staging / "build.ninja").write_text(text)
+            r = subprocess.run(["ninja", "-f", "build.ninja", *objects], cwd=staging, capture_output=True,
+                               text=True, timeout=NINJA_TIMEOUT_S)
+            if r.returncode != 0:
+                return BuildError("nvcc-compile-error", f"{command}\n{(r.stdout + r.stderr)[-4000:]}")
+            try:
+                staging.rename(out)  # publish whole; build.ninja last-written marks it complete
+            except OSError:
+                if not (out / "build.ninja").is_file():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    seconds = time.perf_counter() - start
+    return Build(binary=str(out / objects[0]), config=config, dynamic_smem=0, threads=threads,
+                 functions=function, command=command, seconds=seconds)

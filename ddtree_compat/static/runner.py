@@ -1,0 +1,171 @@
+"""Static cells: compile one kernel specialization for one arch, then judge the binary against the arch.
+
+A cell (:class:`StaticCell`) is ``(arch, backend, kernel entry, spec)``. :func:`run_static` compiles
+it in a worker process, reads the binary with cuobjdump (:mod:`~ddtree_compat.static.sass`) and
+returns a :class:`~ddtree_compat.harness.Verdict`:
+
+* ``pass``: a cubin the arch loads, every checked function within the arch's limits
+  (:mod:`~ddtree_compat.static.limits`), no instruction the arch cannot execute. The message gives
+  registers, shared memory, threads and local memory (spills) against the limits.
+* ``fault``, class ``out-of-resources``: over a limit; the message names kernel, config and arch.
+* ``fault``, class ``illegal-instruction``: SASS the arch cannot execute (e.g. wgmma off sm90).
+* ``fault``, class ``no-kernel-image``: no cubin in the binary loads on the arch.
+* ``fault``, class ``triton-compile-error`` / ``nvcc-compile-error``: the compiler rejected it.
+* ``skip``: the compile or the inspection cannot be done here (no nvcc, no cuobjdump, a toolchain
+  that cannot target the arch), with the reason. Never a pass.
+
+Compiles run in one worker process per pytest process (``concurrent.futures.ProcessPoolExecutor``,
+spawned): its initializer unsets ``TRITON_INTERPRET`` before any kernel is imported, because the
+interpret tier sets it in the pytest process and ``@triton.jit`` then makes functions that
+``triton.compile`` cannot compile. The worker also isolates the test process from a compiler crash.
+Triton's cache is ``<cache>/triton`` unless ``TRITON_CACHE_DIR`` is set, so repeated runs are warm.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Union
+
+from ..cases import VerifyCase
+from ..harness import Verdict
+from .kernels import Build, BuildError, CudaJitKernel, Spec, TritonKernel, Unavailable
+from .limits import Usage, limits_for, over_limits
+from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, runs_on
+
+# The targets of the static tier (issue 6): every arch a DDTree deployment is expected on.
+STATIC_ARCHES = ("sm80", "sm86", "sm89", "sm90", "sm100", "sm103", "sm120", "sm121")
+DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "static"
+COMPILE_TIMEOUT_S = 1200
+
+Entry = Union[TritonKernel, CudaJitKernel]
+
+
+@dataclass(frozen=True)
+class StaticCell:
+    """One static cell: ``entry`` compiled with ``spec`` for ``arch``, in ``backend``'s column."""
+
+    arch: str
+    backend: str
+    entry: Entry
+    spec: Spec
+
+    @property
+    def id(self) -> str:
+        """Test id, e.g. ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``."""
+        return f"static-{self.arch}-{self.backend}-{self.entry.kernel}-{self.spec.id}"
+
+
+def static_cells(backends: Iterable, cases: Iterable[VerifyCase], archs: Iterable[str] = STATIC_ARCHES) -> list[StaticCell]:
+    """Every cell: arch x backend x the backend's ``static_kernels`` x their specializations over ``cases``."""
+    cases = tuple(cases)
+    cells = []
+    for arch in archs:
+        for backend in backends:
+            for entry in getattr(backend, "static_kernels", ()):
+                cells += [StaticCell(arch, backend.name, entry, spec) for spec in entry.specs(cases, arch)]
+    return cells
+
+
+def init_worker(cache_dir: str) -> None:
+    """Compile-worker initializer: a compiling Triton (no interpreter) with its cache under ``cache_dir``."""
+    os.environ.pop("TRITON_INTERPRET", None)
+    os.environ.setdefault("TRITON_CACHE_DIR", str(Path(cache_dir) / "triton"))
+
+
+_POOLS: dict[str, ProcessPoolExecutor] = {}
+
+
+def _pool(cache_dir: str) -> ProcessPoolExecutor:
+    if cache_dir not in _POOLS:
+        _POOLS[cache_dir] = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                                initializer=init_worker, initargs=(cache_dir,))
+    return _POOLS[cache_dir]
+
+
+def _discard_pool(cache_dir: str) -> None:
+    pool = _POOLS.pop(cache_dir, None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def build(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
+          timeout: float = COMPILE_TIMEOUT_S) -> Build | Unavailable | BuildError:
+    """Run the cell's compile job in the worker process. A dead or stuck worker is a :class:`BuildError`."""
+    cache_dir = str(cache_dir)
+    func, args = cell.entry.job(cell.spec, cell.arch, cache_dir)
+    try:
+        return _pool(cache_dir).submit(func, *args).result(timeout=timeout)
+    except FutureTimeout:
+        _discard_pool(cache_dir)
+        return BuildError("hang", f"compile did not finish in {timeout:.0f}s (timed out)")
+    except BrokenProcessPool as e:
+        _discard_pool(cache_dir)
+        return BuildError("other", f"the compile worker died: {e}")
+
+
+def _pick(cubins: list[Cubin], arch: str) -> Cubin | None:
+    """The cubin a GPU of ``arch`` would load: arch-specific first, then the closest minor."""
+    loadable = [c for c in cubins if c.arch and runs_on(c.arch, arch)]
+    return max(loadable, key=lambda c: (c.arch.endswith("a"), c.arch), default=None)
+
+
+def judge(cell: StaticCell, built: Build, cubins: list[Cubin]) -> Verdict:
+    """Judge a built binary against ``cell.arch`` (see the module docstring for outcomes)."""
+    arch, what = cell.arch, f"{cell.entry.kernel} ({cell.backend}) {cell.spec.id} [{built.config}]"
+    cubin = _pick(cubins, arch)
+    if cubin is None:
+        held = ", ".join(c.arch for c in cubins) or "no cubin"
+        return Verdict("fault", f"no kernel image: {what}: {built.binary} holds {held}, none loads on {arch}",
+                       built.seconds, fault_class="no-kernel-image")
+    fns = [f for name, f in cubin.functions.items() if built.functions in name]
+    if not fns:
+        return Verdict("fault", f"{what}: no function matching {built.functions!r} in the {cubin.arch} cubin "
+                       f"(has {sorted(cubin.functions)})", built.seconds, fault_class="other")
+    lim = limits_for(arch)
+    illegal, over, facts = [], [], []
+    for fn in fns:
+        usage = Usage(fn.regs, cubin.static_smem(fn), built.dynamic_smem, built.threads)
+        over += over_limits(usage, arch)
+        illegal += [f"{op} x{n}" for op, n in illegal_instructions(fn, arch).items()]
+        local = (f"local memory: stack {fn.stack} B, local {fn.local} B, {fn.local_traffic} LDL/STL (spills)"
+                 if fn.stack or fn.local or fn.local_traffic else "no local memory")
+        facts.append(f"regs {usage.regs}/{lim.regs_per_thread}, smem {usage.smem}/{lim.smem_per_block} B, "
+                     f"threads {usage.threads}/{lim.threads_per_block}, {local}")
+    where = f"{what} on {arch} (cubin {cubin.arch})"
+    if illegal:
+        return Verdict("fault", f"illegal instruction: {where}: {', '.join(illegal)}", built.seconds,
+                       fault_class="illegal-instruction")
+    if over:
+        return Verdict("fault", f"out of resources: {where}: {'; '.join(over)}", built.seconds,
+                       fault_class="out-of-resources")
+    return Verdict("pass", f"fits {where}: {'; '.join(facts)}", built.seconds)
+
+
+def run_static(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
+               timeout: float = COMPILE_TIMEOUT_S) -> Verdict:
+    """Compile ``cell``, inspect its binary, judge it. Never raises for a kernel or toolchain problem."""
+    start = time.perf_counter()
+    try:
+        tool = find_cuobjdump()
+    except ToolUnavailable as e:
+        return Verdict("skip", str(e))
+    built = build(cell, cache_dir, timeout)
+    if isinstance(built, Unavailable):
+        return Verdict("skip", built.reason, time.perf_counter() - start)
+    if isinstance(built, BuildError):
+        return Verdict("fault", f"{built.fault_class}: {cell.entry.kernel} ({cell.backend}) {cell.spec.id} "
+                       f"for {cell.arch}: {built.text}", time.perf_counter() - start, fault_class=built.fault_class)
+    try:
+        cubins = inspect(built.binary, tool, cache=True)
+    except ToolUnavailable as e:
+        return Verdict("skip", str(e), time.perf_counter() - start)
+    verdict = judge(cell, built, cubins)
+    verdict.duration_s = time.perf_counter() - start
+    return verdict

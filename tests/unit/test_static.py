@@ -1,0 +1,245 @@
+"""The static tier's machinery: limits table, cuobjdump parsing, arch loading rules, SASS rules, the
+capture of SGLang's JIT build, the verdicts, and the plugin end to end (planted over-sized kernel)."""
+
+import json
+from collections import Counter
+
+import pytest
+
+from ddtree_compat.arch import ARCHES
+from ddtree_compat.cases import make_case
+from ddtree_compat.mutants import OversizedSmem
+from ddtree_compat.static import sass
+from ddtree_compat.static.kernels import SGLANG_FILL_ACCEPT_TRITON, SGLANG_VERIFY_TRITON, Build
+from ddtree_compat.static.limits import LIMITS, Usage, limits_for, over_limits
+from ddtree_compat.static.runner import STATIC_ARCHES, StaticCell, build, judge, run_static, static_cells
+
+KB = 1024
+
+
+def test_every_arch_has_a_limits_row_and_the_static_targets_are_known():
+    assert set(LIMITS) == set(ARCHES) and set(STATIC_ARCHES) <= set(ARCHES)
+    assert limits_for("sm120").smem_per_block == 101376 and limits_for("sm90").smem_per_block == 232448
+    assert limits_for("sm80").smem_per_block == 166912 and limits_for("sm89").smem_per_block == 101376
+
+
+@pytest.mark.parametrize("usage, arch, phrases", [
+    (Usage(40, 0, 128 * KB, 256), "sm120", ["shared memory 131072 B > 101376 B per block"]),
+    (Usage(40, 0, 128 * KB, 256), "sm90", []),
+    (Usage(40, 2 * KB, 98 * KB, 128), "sm89", ["shared memory 102400 B > 101376 B per block"]),
+    (Usage(255, 0, 0, 512), "sm90", ["registers 255 x 512 threads = 130560 > 65536 per block"]),
+    (Usage(24, 0, 0, 2048), "sm100", ["threads 2048 > 1024 per block"]),
+])
+def test_over_limits(usage, arch, phrases):
+    assert over_limits(usage, arch) == phrases
+
+
+FATBIN = """
+Fatbin elf code:
+================
+arch = sm_80
+   e    880    400  0  4      NOBITS       43    0        d .nv.shared._Z1kPf
+Resource usage:
+ Common:
+  GLOBAL:0
+ Function _Z1kPf:
+  REG:10 STACK:16 SHARED:1024 LOCAL:8 CONSTANT[0]:360 TEXTURE:0 SURFACE:0 SAMPLER:0
+
+\tcode for sm_80
+\t\tFunction : _Z1kPf
+        /*0000*/                   MOV R1, c[0x0][0x28] ;                  /* 0x00000a0000017a02 */
+        /*0010*/              @!P0 STL [R1], R2 ;                          /* 0x0000000201007387 */
+        /*0020*/                   LDL R3, [R1] ;                          /* 0x0000000001037983 */
+
+Fatbin elf code:
+================
+arch = sm_90a
+    f    880      0  0  1        NOBITS        3    0        0 .nv.shared.reserved.0
+   0x8            0x400              0x4  OBJECT  WEAK  DEFAULT  -   0  .nv.reservedSmem.cap
+Resource usage:
+ Function _Z1kPf:
+  REG:12 STACK:0 SHARED:2048 LOCAL:0 CONSTANT[0]:536 TEXTURE:0 SURFACE:0 SAMPLER:0
+
+\tcode for sm_90a
+\t\tFunction : _Z1kPf
+        /*0000*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;   /* 0x0000000000187b82 */
+        /*0010*/               @P1 WARPGROUP.ARRIVE ;                    /* 0x0000000000007b82 */
+
+Fatbin ptx code:
+================
+arch = sm_120
+        /*0000*/                   NOTANOPCODE ;
+"""
+
+
+def test_parse_fatbin_resources_opcodes_reserved_smem_and_skips_ptx():
+    sm80, sm90 = sass.parse(FATBIN)
+    assert (sm80.arch, sm90.arch) == ("sm_80", "sm_90a")
+    k80, k90 = sm80.functions["_Z1kPf"], sm90.functions["_Z1kPf"]
+    assert (k80.regs, k80.stack, k80.shared, k80.local, k80.local_traffic) == (10, 16, 1024, 8, 2)
+    assert k80.opcodes == Counter({"MOV": 1, "STL": 1, "LDL": 1})
+    assert (sm80.static_smem(k80), sm90.reserved_smem, sm90.static_smem(k90)) == (1024, 1024, 1024)
+    assert k90.opcodes == Counter({"HGMMA": 1, "WARPGROUP": 1})
+
+
+@pytest.mark.parametrize("cubin, target, ok", [
+    ("sm_80", "sm86", True), ("sm_80", "sm89", True), ("sm_86", "sm80", False), ("sm_80", "sm90", False),
+    ("sm_90a", "sm90", True), ("sm_90a", "sm100", False), ("sm_100a", "sm103", False),
+    ("sm_100f", "sm103", True), ("sm_120f", "sm121", True), ("sm_120a", "sm121", False),
+    ("sm_121a", "sm121", True), ("sm_120f", "sm100", False), ("sm_120", "sm121", True),
+])
+def test_which_cubin_an_arch_loads(cubin, target, ok):
+    assert sass.runs_on(cubin, target) is ok
+
+
+def test_sass_rules_by_exact_arch():
+    fn = sass.Function("k", opcodes=Counter({"HGMMA": 4, "UTCHMMA": 2, "UTMALDG": 1, "FFMA": 9}))
+    assert set(sass.illegal_instructions(fn, "sm90")) == {"UTCHMMA (tcgen05 (tensor memory MMA))"}
+    assert set(sass.illegal_instructions(fn, "sm100")) == {"HGMMA (wgmma (Hopper warpgroup MMA))"}
+    assert len(sass.illegal_instructions(fn, "sm120")) == 2
+    assert len(sass.illegal_instructions(fn, "sm80")) == 3  # TMA is sm90+ too
+
+
+def _planted(arch):
+    entry = OversizedSmem.static_kernels[0]
+    return StaticCell(arch, OversizedSmem.name, entry, entry.specialize(None, arch))
+
+
+def _built(cell, cache):
+    built = build(cell, cache)
+    if not isinstance(built, Build):
+        pytest.skip(f"cannot compile here: {built}")
+    try:
+        return built, sass.inspect(built.binary, cache=True)
+    except sass.ToolUnavailable as e:
+        pytest.skip(str(e))
+
+
+def test_real_sass_wgmma_on_sm90_and_tcgen05_on_sm100_are_illegal_elsewhere(ddtree_static_cache):
+    """The planted tl.dot kernel compiles to wgmma (HGMMA) on sm90 and tcgen05 (UTC*) on sm100."""
+    (_, (sm90,)), (_, (sm100,)) = _built(_planted("sm90"), ddtree_static_cache), _built(_planted("sm100"), ddtree_static_cache)
+    (k90,), (k100,) = sm90.functions.values(), sm100.functions.values()
+    assert k90.opcodes["HGMMA"] and not sass.illegal_instructions(k90, "sm90")
+    assert any("wgmma" in k for k in sass.illegal_instructions(k90, "sm120"))
+    assert any(k.startswith("UTCHMMA") for k in sass.illegal_instructions(k100, "sm120"))
+    assert not sass.illegal_instructions(k100, "sm103") and sass.illegal_instructions(k100, "sm90")
+
+
+def test_judge_no_kernel_image_and_illegal_instruction(ddtree_static_cache):
+    cell90 = _planted("sm90")
+    built, cubins = _built(cell90, ddtree_static_cache)
+    # the sm90 binary shipped to an sm120 card: no cubin it can load
+    v = judge(StaticCell("sm120", cell90.backend, cell90.entry, cell90.spec), built, cubins)
+    assert (v.outcome, v.fault_class) == ("fault", "no-kernel-image") and "sm_90a" in v.message
+    # the same SASS labelled loadable on sm120 (a misrouted cubin): wgmma is caught before resources
+    relabelled = [sass.Cubin("sm_120a", cubins[0].functions, cubins[0].reserved_smem)]
+    v = judge(StaticCell("sm120", cell90.backend, cell90.entry, cell90.spec), built, relabelled)
+    assert (v.outcome, v.fault_class) == ("fault", "illegal-instruction") and "HGMMA" in v.message
+
+
+def test_missing_cuobjdump_is_a_skip_with_reason(monkeypatch, tmp_path):
+    monkeypatch.setenv(sass.TOOL_ENV, str(tmp_path / "no-cuobjdump"))
+    sass.find_cuobjdump.cache_clear()
+    try:
+        v = run_static(_planted("sm120"), tmp_path)
+    finally:
+        monkeypatch.undo()
+        sass.find_cuobjdump.cache_clear()
+    assert v.outcome == "skip" and "does not run as cuobjdump" in v.message
+
+
+def test_specializations_come_from_the_cases():
+    cases = [make_case(8, "spine", "deep", 3), make_case(8, "spine", "deep", 3), make_case(12, "spine", "deep", 1)]
+    assert [s.id for s in SGLANG_VERIFY_TRITON.specs(cases, "sm120")] == ["bs3-w9-c9", "bs1-w13-c13"]
+    assert dict(SGLANG_VERIFY_TRITON.specs(cases, "sm90")[0].constexprs) == {
+        "batch_size": 3, "num_speculative_tokens": 9, "num_draft_tokens": 9}
+    assert [s.id for s in SGLANG_FILL_ACCEPT_TRITON.specs(cases, "sm90")] == ["n32", "n16"]
+
+    class Backend:
+        name, static_kernels = "b", (SGLANG_VERIFY_TRITON,)
+
+    cells = static_cells([Backend()], cases, ("sm120", "sm90"))
+    assert [c.id for c in cells] == ["static-sm120-b-verify_tree_greedy-bs3-w9-c9", "static-sm120-b-verify_tree_greedy-bs1-w13-c13",
+                                     "static-sm90-b-verify_tree_greedy-bs3-w9-c9", "static-sm90-b-verify_tree_greedy-bs1-w13-c13"]
+
+
+@pytest.mark.parametrize("arch, gencode, define", [
+    ("sm120", "-gencode=arch=compute_120f,code=sm_120f", "-DSGL_CUDA_ARCH=1200"),
+    ("sm121", "-gencode=arch=compute_121a,code=sm_121a", "-DSGL_CUDA_ARCH=1210"),
+    ("sm90", "-gencode=arch=compute_90a,code=sm_90a", "-DSGL_CUDA_ARCH=900"),
+    ("sm80", "-gencode=arch=compute_80,code=sm_80", "-DSGL_CUDA_ARCH=800"),
+])
+def test_sglang_jit_build_is_captured_per_arch(arch, gencode, define):
+    from ddtree_compat.static import nvcc
+
+    try:
+        text, sources = nvcc.capture_build("sglang.kernels.ops.speculative.tree:_jit_tree_module", arch)
+    except ImportError as e:
+        pytest.skip(f"SGLang's JIT build is not importable here: {e}")
+    flags = text.split("cudaflags = ")[1].splitlines()[0].split()
+    assert gencode in flags and define in flags and "-std=c++20" in flags and "--expt-relaxed-constexpr" in flags
+    assert nvcc.cuda_objects(text) == ["cuda_0.o"]
+    assert "TVM_FFI_DLL_EXPORT_TYPED_FUNC(verify_tree_greedy, (verify_tree_greedy));" in sources["cuda.cu"]
+    assert "speculative/tree.cuh" in sources["cuda.cu"]
+
+
+def test_toolchain_gaps_are_reasons(tmp_path):
+    from ddtree_compat.static import nvcc, triton_aot
+
+    assert "nvcc not found" in nvcc._toolchain_reason(str(tmp_path / "nvcc"), "sm120")
+    got = triton_aot.compile_kernel("no.such.module:kernel", (), (), None, None, "sm120", str(tmp_path))
+    assert got.reason.startswith("cannot import no.such.module:kernel")
+
+
+# ------------------------------------------------------------------------------------------ plugin
+STATIC_TEST = """
+def test_static(ddtree_static_cell, ddtree_check_static):
+    ddtree_check_static(ddtree_static_cell)
+"""
+
+
+def _run(pytester, cache, *args):
+    pytester.makepyfile(test_static_cells=STATIC_TEST)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--ddtree-static-cache={cache}", *args)
+
+
+def test_sm120_on_a_cpu_machine_selects_static_cells(pytester, verify_suite, ddtree_static_cache):
+    result = _run(pytester, ddtree_static_cache, "--collect-only", "-q", "-m", "sm120", "--ddtree-case", str(verify_suite),
+                  "--ddtree-results=")
+    picked = [line for line in result.outlines if "::test_static[" in line]
+    assert sorted(p.split("[")[1] for p in picked) == [
+        "static-sm120-sglang-cuda-verify_tree_greedy-jit-speculative_tree]",
+        "static-sm120-sglang-triton-fill_accept_out_cache_loc-n32]",
+        "static-sm120-sglang-triton-verify_tree_greedy-bs3-w9-c9]"]
+    assert _run(pytester, ddtree_static_cache, "--collect-only", "-q", "-m", "sm120", "--ddtree-case", str(verify_suite),
+                "--ddtree-static=off").ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_planted_oversized_kernel_through_the_plugin(pytester, verify_suite, ddtree_static_cache):
+    result = _run(pytester, ddtree_static_cache, "-m", "static and (sm120 or sm90)", "--ddtree-case", str(verify_suite),
+                  "--ddtree-backend=ddtree_compat.mutants:OversizedSmem", "--ddtree-results=r.jsonl")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*out of resources: oversized_smem_kernel (mutant-oversized-smem) bm128-bn128-bk128-s4 "
+        "[[]num_warps=8, num_stages=4[]] on sm120 (cubin sm_120a): shared memory 131072 B > 101376 B per block*",
+        "*static cells: 1 pass, 0 wrong, 0 zero-accept, 1 fault, 0 skip*"])
+    lines = [json.loads(x) for x in (pytester.path / "r.jsonl").read_text().splitlines()]
+    got = {(r["arch"], r["tier"], r["outcome"], r["fault_class"], r["case_id"]) for r in lines if r["kind"] == "result"}
+    assert got == {("sm120", "static", "fault", "out-of-resources", "bm128-bn128-bk128-s4"),
+                   ("sm90", "static", "pass", None, "bm128-bn128-bk128-s4")}
+
+
+def test_static_cells_render_in_the_report(tmp_path):
+    from ddtree_compat.report import render_markdown
+    from ddtree_compat.results import ResultRecord, ResultsWriter, environment, load
+
+    path = tmp_path / "r.jsonl"
+    w = ResultsWriter(path, environment("interpret", "default"))
+    for arch, outcome in (("sm90", "pass"), ("sm120", "fault")):
+        w.write(ResultRecord(kernel="oversized_smem_kernel", tier="static", backend="mutant", arch=arch,
+                             case_id="bm128", outcome=outcome, layout="",
+                             fault_class="out-of-resources" if outcome == "fault" else None))
+    md = render_markdown(load([path]))
+    assert "| backend | kernel | specialization | sm90 | sm120 |" in md
+    assert "| mutant | oversized_smem_kernel | bm128 | ✅ 1 | ❌ 1 fault |" in md
+    assert "| mutant · sm120 · static | 0 | 0 | 0 | 1 | 0 | 1 |" in md
