@@ -81,6 +81,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print("+", " ".join(cmd), flush=True)
         start = time.time()
         rc = subprocess.call(cmd)
+        # A worker replaced after a sticky fault can leave cells unrun (pytest-xdist's --dist each, used to
+        # pin one worker per GPU, drops a crashed worker's pending cells): resume until none is left.
+        for extra in range(1, args.resume_passes + 1):
+            if rc in (0, 5):
+                break
+            again = subprocess.call([*cmd, "--ddtree-resume"] if "--ddtree-resume" not in cmd else cmd)
+            print(f"tier {tier}: resume pass {extra}: pytest exit {again}", flush=True)
+            if again == 5:  # nothing left to run: every cell has a result line
+                break
         print(f"tier {tier}: pytest exit {rc} in {time.time() - start:.1f}s", flush=True)
         worst = max(worst, rc)
     if results.exists():
@@ -199,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE)")
     s.add_argument("--append", action="store_true", help="append to an existing results file")
     s.add_argument("--resume", action="store_true", help="continue a killed sweep: skip cells already in the results")
+    s.add_argument("--resume-passes", type=int, default=5,
+                   help="after a failing pass, resume up to N times to run cells a crashed worker left (default 5)")
     s.add_argument("--timeout", type=int, default=300, help="seconds per cell before it is a hang (default 300)")
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                    help="re-run failing device cells under compute-sanitizer")

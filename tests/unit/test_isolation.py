@@ -109,3 +109,25 @@ def test_sigkill_mid_run_then_resume_loses_nothing(pytester):
     assert set(after) >= set(before) and len(after) == len(paths)
     assert results.read_bytes().startswith(lines_before[: lines_before.rfind(b"\n") + 1])  # nothing rewritten
     assert all(r["outcome"] == "pass" for r in after.values())
+
+
+def test_dist_each_drops_a_crashed_workers_cells_and_resume_runs_them(pytester):
+    """The sweep pins one xdist worker per GPU with ``--dist each``; pytest-xdist 3.8 then drops the
+    cells a crashed worker had pending. The sweep's resume passes run them: nothing is lost."""
+    pytester.makepyfile(test_kernel=VERIFY_TEST)
+    paths = [str(make_case(b, "spine", "none", 1).save(pytester.path / "cases")) for b in (3, 7, 8, 12)]
+    args = ["-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=r.jsonl", "--ddtree-static=off",
+            "--ddtree-backend=oracle", "--ddtree-backend=ddtree_compat.mutants:Raises", "--dist", "each",
+            "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0", "--max-worker-restart=100"]
+    for p in paths:
+        args += ["--ddtree-case", p]
+    pytester.runpytest_subprocess(*args, timeout=300)
+    first, _ = scan(pytester.path / "r.jsonl")
+    for _ in range(5):
+        if len(scan(pytester.path / "r.jsonl")[0]) == 2 * len(paths):
+            break
+        pytester.runpytest_subprocess(*args, "--ddtree-resume", timeout=300)
+    done, _ = scan(pytester.path / "r.jsonl")
+    assert len(first) <= len(done) == 2 * len(paths)
+    assert sorted((r["backend"], r["outcome"], r["fault_class"]) for r in done.values()) == (
+        [("mutant-raises", "fault", "illegal-instruction")] * 4 + [("oracle", "pass", None)] * 4)
