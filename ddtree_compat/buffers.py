@@ -50,6 +50,12 @@ class Guarded:
         return [i - CANARY_BAND for i in bad] + [n + i for i in after]
 
 
+def canary_report(guards: dict[str, Guarded]) -> list[str]:
+    """One line per guarded tensor whose canary bands changed (an out-of-bounds write), naming it."""
+    return [f"out-of-bounds write: canary of {name} changed at offsets {g.damaged_canaries()[:8]}"
+            for name, g in guards.items() if g.damaged_canaries()]
+
+
 @dataclass
 class VerifyBuffers:
     """The eight tensors of ``verify_tree_greedy`` (SGLang names and dtypes; ``bs`` requests, ``C`` slots).

@@ -38,11 +38,11 @@ import numpy as np
 import torch
 
 from .backends import COMMIT_KERNELS
-from .buffers import POISON, Guarded
+from .buffers import POISON, Guarded, canary_report
 from .cases import VerifyCase, _seed, grid
 from .errors import CaseError
-from .faults import classify, context_poisoned, describe
-from .harness import Verdict
+from .harness import Verdict, fault_verdict, synchronize
+from .oracle import CommitPlan, commit_plan
 from .tiers import Target
 
 KERNELS = COMMIT_KERNELS
@@ -147,7 +147,7 @@ class CommitLayout:
         accept_index: int32 ``[bs, S]``: the oracle verify's accept_index, -1 past each path.
         accept_lens: int32 ``[bs]``: ``accepted + 1``.
         predict: int32 ``[bs * C]``: verify's ``predicts`` (target token at every node).
-        paths: accepted node indices per request.
+        plans: the oracle's :class:`~ddtree_compat.oracle.CommitPlan` per request.
     """
 
     out_cache_loc: torch.Tensor
@@ -158,7 +158,8 @@ class CommitLayout:
     accept_index: torch.Tensor
     accept_lens: torch.Tensor
     predict: torch.Tensor
-    paths: list[tuple[int, ...]]
+    plans: tuple[CommitPlan, ...]
+    paths: tuple[tuple[int, ...], ...]
 
 
 def layout(case: CommitCase) -> CommitLayout:
@@ -193,17 +194,17 @@ def layout(case: CommitCase) -> CommitLayout:
     for b, (req, res) in enumerate(zip(v.requests, results)):
         accept_index[b, :len(res.path)] = torch.tensor([b * cap + k for k in res.path], dtype=torch.int32)
         predict[b * cap:b * cap + d] = torch.tensor(req.target_predict, dtype=torch.int32)
+    plans = tuple(commit_plan(res, out_cache_loc[b * cap:(b + 1) * cap].tolist(), prefix[b])
+                  for b, res in enumerate(results))
     return CommitLayout(out_cache_loc, torch.tensor(prefix, dtype=torch.int64), req_pool_indices, req_to_token,
                         pool_pages * p, accept_index,
-                        torch.tensor([len(r.path) for r in results], dtype=torch.int32), predict,
-                        [r.path for r in results])
+                        torch.tensor([plan.commit_len for plan in plans], dtype=torch.int32), predict, plans,
+                        tuple(r.path for r in results))
 
 
 def kept_slots(case: CommitCase, lay: CommitLayout) -> torch.Tensor:
     """Oracle: the accepted nodes' slots, request by request in path order (int64)."""
-    cap = case.verify.slots
-    return torch.tensor([int(lay.out_cache_loc[b * cap + k]) for b, path in enumerate(lay.paths) for k in path],
-                        dtype=torch.int64)
+    return torch.tensor([slot for plan in lay.plans for slot in plan.kept_slots], dtype=torch.int64)
 
 
 def move_plan(case: CommitCase, lay: CommitLayout) -> tuple[torch.Tensor, torch.Tensor]:
@@ -229,11 +230,6 @@ def _compare(name: str, got: torch.Tensor, want: torch.Tensor) -> str:
     bad = (got != want).nonzero().tolist()[:5]
     return f"{name}: {len((got != want).nonzero())} element(s) differ, e.g. " + ", ".join(
         f"{i}: {got[tuple(i)].item()} (want {want[tuple(i)].item()})" for i in bad)
-
-
-def _canaries(guards: dict[str, Guarded]) -> list[str]:
-    return [f"out-of-bounds write: canary of {n} changed at offsets {g.damaged_canaries()[:8]}"
-            for n, g in guards.items() if g.damaged_canaries()]
 
 
 KV_BAND = 64  # elements of random bits before and after each KV pool; must come back unchanged
@@ -272,17 +268,17 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
             ocl = Guarded.of(lay.out_cache_loc, device)
             out = Guarded.of(torch.full((keep.numel(),), POISON, dtype=torch.int64), device)
             backend.accept_out_cache_loc(ai.view, ocl.view, out.view)
-            _sync(device)
+            synchronize(device)
             problems += [_compare("accept_out_cache_loc", out.view.cpu(), keep)]
-            problems += _canaries({"accept_out_cache_loc": out, "accept_index": ai, "out_cache_loc": ocl})
+            problems += canary_report({"accept_out_cache_loc": out, "accept_index": ai, "out_cache_loc": ocl})
         elif kernel == "commit_outputs":
             new_seq, bonus = backend.commit_outputs(lay.predict.to(device), lay.accept_index.to(device),
                                                     lay.accept_lens.to(device), lay.seq_lens.to(device))
-            _sync(device)
-            want_bonus = torch.tensor([int(lay.predict[b * case.verify.slots + path[-1]])
-                                       for b, path in enumerate(lay.paths)], dtype=torch.int32)
-            problems += [_compare("new_seq_lens", new_seq.cpu().to(torch.int64), lay.seq_lens + lay.accept_lens),
-                         _compare("bonus", bonus.cpu().to(torch.int32), want_bonus)]
+            synchronize(device)
+            problems += [_compare("new_seq_lens", new_seq.cpu().to(torch.int64),
+                                  torch.tensor([plan.new_seq_len for plan in lay.plans])),
+                         _compare("bonus", bonus.cpu().to(torch.int32),
+                                  torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32))]
         elif kernel == "bonus_tokens":
             tokens = torch.full((bs, width), POISON, dtype=torch.int32)
             for b, path in enumerate(lay.paths):
@@ -290,24 +286,23 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
             acc = Guarded.of(tokens.flatten(), device)
             out = Guarded.of(torch.full((bs,), POISON, dtype=torch.int32), device)
             backend.bonus_tokens(acc.view, lay.accept_lens.to(device), out.view, width)
-            _sync(device)
-            problems += [_compare("bonus", out.view.cpu(), tokens[torch.arange(bs), lay.accept_lens.long() - 1])]
-            problems += _canaries({"bonus": out, "accept_tokens": acc})
+            synchronize(device)
+            problems += [_compare("bonus", out.view.cpu(),
+                                  torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32))]
+            problems += canary_report({"bonus": out, "accept_tokens": acc})
         elif kernel == "assign_req_to_token":
             r2t = Guarded.of(lay.req_to_token, device)
             ends = lay.seq_lens + lay.accept_lens
             src = Guarded.of(keep, device)
             backend.assign_req_to_token(lay.req_pool_indices.to(device), r2t.view, lay.seq_lens.to(device),
                                         ends.to(device), src.view)
-            _sync(device)
+            synchronize(device)
             want = lay.req_to_token.clone()
-            offset = 0
-            for b, path in enumerate(lay.paths):
-                row, s = int(lay.req_pool_indices[b]), int(lay.seq_lens[b])
-                want[row, s:s + len(path)] = keep[offset:offset + len(path)].to(torch.int32)
-                offset += len(path)
+            for row, plan in zip(lay.req_pool_indices.tolist(), lay.plans):
+                for position, slot in plan.req_to_token:
+                    want[row, position] = slot
             problems += [_compare("req_to_token", r2t.view.cpu(), want)]
-            problems += _canaries({"req_to_token": r2t, "out_cache_loc": src})
+            problems += canary_report({"req_to_token": r2t, "out_cache_loc": src})
         elif kernel == "move_kv":
             gen = torch.Generator().manual_seed(_seed(case.id, "kv"))
             pools = [_kv_pool(case, lay, device, gen) for _ in range(2 * LAYERS)]
@@ -315,7 +310,7 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
             tgt, src = move_plan(case, lay)
             backend.move_kv([v for _, v in pools[:LAYERS]], [v for _, v in pools[LAYERS:]], tgt.to(device),
                             src.to(device))
-            _sync(device)
+            synchronize(device)
             for i, ((storage, view), old) in enumerate(zip(pools, before)):
                 want = old.clone()
                 rows = want[KV_BAND:KV_BAND + view.numel()].view(view.shape)
@@ -328,15 +323,10 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
     except CaseError:
         raise
     except Exception as e:  # noqa: BLE001 - a kernel error is a classified fault
-        text = describe(e)
-        return Verdict("fault", text, fault_class=classify(text), context_poisoned=context_poisoned())
+        return fault_verdict(e)
     problems = [p for p in problems if p]
     accepted = [len(p) - 1 for p in lay.paths]
     if problems:
         return Verdict("wrong", "; ".join(problems), accepted_expected=accepted)
     return Verdict("pass", duration_s=duration, accepted_expected=accepted, accepted_got=accepted)
 
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)

@@ -12,8 +12,7 @@ import torch
 
 from .buffers import POISON, VerifyBuffers, eagle_inputs, make_verify_buffers
 from .cases import VerifyCase, make_case
-from .faults import classify, context_poisoned, describe
-from .harness import Verdict, judge
+from .harness import Verdict, fault_verdict, judge
 
 
 def capture_case(batch: int, capacity: int, block_size: int = 16) -> VerifyCase:
@@ -52,8 +51,7 @@ def run_verify_graph(runtime: VerifyCase, backend, device: str) -> Verdict:
         torch.cuda.synchronize(device)
         duration = time.perf_counter() - start
     except Exception as e:  # noqa: BLE001 - capture or replay failure is a classified fault
-        text = describe(e)
-        return Verdict("fault", text, fault_class=classify(text), context_poisoned=context_poisoned())
+        return fault_verdict(e)
     verdict = judge(runtime, bufs, inputs_before)
     verdict.duration_s = duration
     if verdict.outcome != "pass":

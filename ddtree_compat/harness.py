@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .backends import Backend
-from .buffers import POISON, VerifyBuffers, expected_outputs, make_verify_buffers
+from .buffers import POISON, VerifyBuffers, canary_report, expected_outputs, make_verify_buffers
 from .cases import VerifyCase
 from .faults import classify, context_poisoned, describe
 from .tiers import Target
@@ -50,9 +50,17 @@ class Verdict:
     context_poisoned: bool = False
 
 
-def _sync(device: str) -> None:
+def synchronize(device: str) -> None:
+    """Wait for ``device`` (a torch device string) when it is a CUDA device; no-op on the CPU."""
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
+
+
+def fault_verdict(exc: BaseException, accepted_expected: list[int] | None = None) -> Verdict:
+    """The ``fault`` verdict of a kernel call that raised: its class, and whether the CUDA context survived."""
+    text = describe(exc)
+    return Verdict("fault", text, accepted_expected=accepted_expected or [], fault_class=classify(text),
+                   context_poisoned=context_poisoned())
 
 
 def _diff(name: str, got: torch.Tensor, want: torch.Tensor, limit: int = 6) -> str:
@@ -76,10 +84,7 @@ def judge(case: VerifyCase, bufs: VerifyBuffers, inputs_before: dict[str, torch.
     for name in VerifyBuffers.OUTPUTS:
         if not torch.equal(got[name], want[name]):
             problems.append(_diff(name, got[name], want[name]))
-    for name, g in bufs.guarded().items():
-        damaged = g.damaged_canaries()
-        if damaged:
-            problems.append(f"out-of-bounds write: canary of {name} changed at offsets {damaged[:8]}")
+    problems += canary_report(bufs.guarded())
     for name, before in inputs_before.items():
         if not torch.equal(getattr(bufs, name).view.cpu(), before):
             problems.append(f"input {name} was modified")
@@ -104,15 +109,13 @@ def run_verify(case: VerifyCase, backend: Backend, target: Target) -> Verdict:
     try:
         bufs = make_verify_buffers(case, target.device)
         inputs_before = {name: getattr(bufs, name).view.cpu().clone() for name in VerifyBuffers.INPUTS}
-        _sync(target.device)
+        synchronize(target.device)
         start = time.perf_counter()
         backend.verify_tree_greedy(*bufs.views().values())  # positional, kernel argument order
-        _sync(target.device)
+        synchronize(target.device)
         duration = time.perf_counter() - start
     except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
-        text = describe(e)
-        return Verdict("fault", text, accepted_expected=accepted_expected, fault_class=classify(text),
-                       context_poisoned=context_poisoned())
+        return fault_verdict(e, accepted_expected)
     verdict = judge(case, bufs, inputs_before)
     verdict.duration_s = duration
     return verdict
