@@ -15,6 +15,7 @@ files from several runners concatenate or merge into one matrix.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -183,7 +184,7 @@ class Results:
 
 
 def load(paths: Iterable[str | os.PathLike]) -> Results:
-    """Read and validate results files.
+    """Read and validate results files (``.jsonl``, or ``.jsonl.gz`` for archived runs).
 
     Raises:
         ResultsFileError: unreadable file, a line that is not a JSON object, an unknown ``kind``,
@@ -197,8 +198,9 @@ def load(paths: Iterable[str | os.PathLike]) -> Results:
     required = {f.name for f in fields(ResultRecord) if f.default is MISSING}
     for path in paths:
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            raw = Path(path).read_bytes()
+            text = (gzip.decompress(raw) if str(path).endswith(".gz") else raw).decode("utf-8")
+        except (OSError, EOFError, UnicodeDecodeError) as e:
             raise ResultsFileError("path", str(path), "a readable JSONL results file", str(e).split(":")[0])
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():

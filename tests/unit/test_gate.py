@@ -1,6 +1,7 @@
 """The upgrade gate on real results files: the H200 run, a copy with planted regressions, and two real
 interpret-tier sweeps (the second with a broken ``sglang-triton`` standing in for a bad upgrade)."""
 
+import gzip
 import json
 import os
 import subprocess
@@ -14,7 +15,7 @@ from ddtree_compat.gate import compare
 from ddtree_compat.results import load
 
 ROOT = Path(__file__).resolve().parents[2]
-H200 = ROOT / "docs/results/2026-11-30-sm90-default.jsonl"
+H200 = ROOT / "docs/results/2026-11-30-sm90-default.jsonl.gz"
 PLANTED = {  # case id -> (backend, outcome after the "upgrade")
     "b8-spine-deep-bs3-cap16": ("sglang-triton", "zero-accept"),
     "b12-spine-partial-bs3": ("sglang-triton", "wrong"),
@@ -33,7 +34,7 @@ def regressed(tmp_path_factory):
     """The H200 results with three cells broken and one cell missing, as a candidate run would write them."""
     out = tmp_path_factory.mktemp("gate") / "candidate.jsonl"
     lines = []
-    for line in H200.read_text().splitlines():
+    for line in gzip.decompress(H200.read_bytes()).decode().splitlines():
         obj = json.loads(line)
         key = (obj.get("backend"), obj.get("case_id"))
         if key == DROPPED:
@@ -49,7 +50,7 @@ def regressed(tmp_path_factory):
 
 def cells(path):
     """Distinct cells (kernel, backend, arch, case) with a result line in a results file."""
-    return len({(o["kernel"], o["backend"], o["arch"], o["case_id"]) for o in map(json.loads, path.read_text().splitlines())
+    return len({(o["kernel"], o["backend"], o["arch"], o["case_id"]) for o in map(json.loads, (gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()).splitlines())
                 if o["kind"] == "result"})
 
 
@@ -90,7 +91,7 @@ def test_bad_input_exits_2(args, words):
 
 def test_env_only_file_is_bad_input(tmp_path):
     p = tmp_path / "env.jsonl"
-    p.write_text(H200.read_text().splitlines()[0] + "\n")
+    p.write_text(gzip.decompress(H200.read_bytes()).decode().splitlines()[0] + "\n")
     r = diff(H200, p)
     assert r.returncode == 2 and "field 'result' = None: no cells in" in r.stderr
 

@@ -2,6 +2,7 @@
 
 import base64
 import io
+import gzip
 import json
 import re
 import subprocess
@@ -15,12 +16,12 @@ from ddtree_compat.report import render_heatmap, render_html
 from ddtree_compat.report.summary import summarize
 from ddtree_compat.results import load
 
-H200 = Path(__file__).resolve().parents[2] / "docs/results/2026-11-30-sm90-default.jsonl"
+H200 = Path(__file__).resolve().parents[2] / "docs/results/2026-11-30-sm90-default.jsonl.gz"
 
 
 def edited(src: Path, dst: Path, edit) -> Path:
     """A copy of a results file with ``edit(obj)`` applied to each line (returning ``None`` drops it)."""
-    out = [edit(json.loads(line)) for line in src.read_text().splitlines()]
+    out = [edit(json.loads(line)) for line in (gzip.decompress(src.read_bytes()).decode() if src.suffix == ".gz" else src.read_text()).splitlines()]
     dst.write_text("".join(json.dumps(o) + "\n" for o in out if o is not None))
     return dst
 

@@ -35,6 +35,20 @@ def test_round_trip_and_report(tmp_path):
     assert "illegal-instruction" in md and "❌" in md and "## Failures (2)" in md
 
 
+def test_gzipped_archive_reads_like_the_plain_file(tmp_path):
+    import gzip
+    path = tmp_path / "r.jsonl"
+    w = ResultsWriter(path, environment("interpret", "default"))
+    w.write(record())
+    w.write(record("wrong", budget=12))
+    gz = tmp_path / "r.jsonl.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert load([gz]).records == load([path]).records
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(ResultsFileError, match="field 'path'"):
+        load([tmp_path / "broken.jsonl.gz"])
+
+
 def test_merge_of_two_runners(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     ResultsWriter(a, environment("interpret", "default")).write(record())
