@@ -47,6 +47,11 @@ def main() -> int:
     p.add_argument("--budgets", default="8,12", help="budgets of the slice for parts 2 and 3")
     p.add_argument("--topology", default="spine", help="topology of the slice for parts 2 and 3")
     p.add_argument("--skip-sweep", action="store_true", help="skip part 1 (the full sweep)")
+    p.add_argument("--replays", type=int, default=0,
+                   help="run only the first N one-process-per-case replays and scale the time (default: all)")
+    p.add_argument("--e2e", action="store_true", help="also time the e2e smoke tests (tests/e2e, -m e2e) for the ratio")
+    p.add_argument("--skip-cpu-tiers", action="store_true", help="skip the interpret cold/warm rows")
+    p.add_argument("--static", action="store_true", help="also time the static tier cold and warm (minutes)")
     p.add_argument("--out", help="also write the table here")
     args = p.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
@@ -62,36 +67,61 @@ def main() -> int:
     rows: list[tuple[str, str, str]] = []
 
     if not args.skip_sweep:
+        # The verify and commit kernel sweep (graph cells and hypothesis properties included); the static
+        # tier is a CPU tier (part 3) and verify attention has its own shape sweep.
+        sweep = [sys.executable, "-m", "ddtree_compat", "sweep", f"--tier={tier}", "--name", "bench", "--",
+                 "--ddtree-static=off", "--ignore=tests/kernels/test_verify_attention.py"]
         with tempfile.TemporaryDirectory() as out:
-            wall, rc = timed([sys.executable, "-m", "ddtree_compat", "sweep", f"--tier={tier}", "--out-dir", out,
-                              "--name", "bench"])
-        rows.append(("time-to-verdict: default sweep (verify + commit + graph)", f"{wall:.1f} s", f"exit {rc}"))
-        rows.append(("time-to-verdict: e2e smoke tests, ratio", "n/a", "needs the e2e tier (issue 8)"))
+            wall, rc = timed(sweep[:5] + ["--out-dir", out] + sweep[5:])
+            cells = sum('"kind": "result"' in line for line in (Path(out) / "bench.jsonl").read_text().splitlines()) \
+                if (Path(out) / "bench.jsonl").exists() else 0
+        rows.append(("time-to-verdict: default sweep (verify + commit + graph + properties)", f"{wall:.1f} s",
+                     f"{cells} cells, exit {rc}"))
+        if args.e2e:
+            e2e, rc_e2e = timed([sys.executable, "-m", "pytest", "tests/e2e", "-m", "e2e", "-q", "-p", "no:cacheprovider",
+                                 "--ddtree-results="])
+            rows.append(("time-to-verdict: e2e smoke tests (real SGLang servers)", f"{e2e:.1f} s",
+                         f"kernel sweep is {e2e / max(wall, 1e-9):.1f}x faster, exit {rc_e2e}"))
+        else:
+            rows.append(("time-to-verdict: e2e smoke tests, ratio", "n/a", "run with --e2e (needs a GPU and SGLang's server)"))
 
     one, rc1 = timed(pytest_cmd(tier, args.slice))
     contained, rc2 = timed(pytest_cmd(tier, args.slice, "-n", "1", "--max-worker-restart=1000", "--timeout=300",
                                       "--timeout-method=thread"))
     cases = [c for c in grid() if c.budget in budgets and c.topology == args.topology]
+    sample = cases[: args.replays] if args.replays else cases
     with tempfile.TemporaryDirectory() as d:
-        paths = [c.save(d) for c in cases]
+        paths = [c.save(d) for c in sample]
         start = time.perf_counter()
+        failed = 0
         for path in paths:
-            subprocess.call([sys.executable, "-m", "ddtree_compat", "replay", str(path), "--backend", "sglang-triton",
+            failed += 0 != subprocess.call([sys.executable, "-m", "ddtree_compat", "replay", str(path), "--backend", "sglang-triton",
                              f"--tier={tier}", "--allow-skip"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-        per_case = time.perf_counter() - start
+        per_case = (time.perf_counter() - start) * len(cases) / max(len(sample), 1)
     rows.append((f"containment: {args.slice!r}, one process", f"{one:.1f} s", f"exit {rc1}"))
     rows.append(("containment: xdist worker + timeout (the sweep's)", f"{contained:.1f} s",
                  f"{100 * (contained / one - 1):+.0f} % vs one process, exit {rc2}"))
-    rows.append((f"containment: one process per case ({len(paths)} sglang-triton replays)", f"{per_case:.1f} s",
-                 f"{per_case / max(one, 1e-9):.1f}x one process (which runs every backend)"))
+    sampled = f", {len(sample)} run and scaled" if len(sample) < len(cases) else ""
+    rows.append((f"containment: one process per case ({len(cases)} sglang-triton replays{sampled})", f"{per_case:.1f} s",
+                 f"{per_case / max(one, 1e-9):.1f}x one process (which runs every backend), {failed} replays failed"))
 
-    cache = tempfile.mkdtemp(prefix="triton-cache-")
-    env = {"TRITON_CACHE_DIR": cache}
-    cold, _ = timed(pytest_cmd("interpret", args.slice), env)
-    warm, _ = timed(pytest_cmd("interpret", args.slice), env)
-    rows.append((f"interpret tier {args.slice!r}: cold Triton cache", f"{cold:.1f} s", ""))
-    rows.append((f"interpret tier {args.slice!r}: warm", f"{warm:.1f} s", f"{cold / max(warm, 1e-9):.2f}x faster"))
+    if not args.skip_cpu_tiers:
+        cache = tempfile.mkdtemp(prefix="triton-cache-")
+        env = {"TRITON_CACHE_DIR": cache}
+        cold, _ = timed(pytest_cmd("interpret", args.slice), env)
+        warm, _ = timed(pytest_cmd("interpret", args.slice), env)
+        rows.append((f"interpret tier {args.slice!r}: cold Triton cache", f"{cold:.1f} s", ""))
+        rows.append((f"interpret tier {args.slice!r}: warm", f"{warm:.1f} s", f"{cold / max(warm, 1e-9):.2f}x faster"))
+    if args.static:
+        static_cache = tempfile.mkdtemp(prefix="ddtree-static-")
+        static = [sys.executable, "-m", "pytest", "tests/kernels/test_static.py", "-q", "-p", "no:cacheprovider",
+                  "-m", "static", "-n", str(os.cpu_count() or 1), "--ddtree-results=",
+                  f"--ddtree-static-cache={static_cache}"]
+        cold, rc_c = timed(static)
+        warm, rc_w = timed(static)
+        rows.append(("static tier (every arch): cold build cache", f"{cold:.1f} s", f"exit {rc_c}"))
+        rows.append(("static tier (every arch): warm", f"{warm:.1f} s", f"{cold / max(warm, 1e-9):.2f}x faster, exit {rc_w}"))
 
     import torch
 

@@ -37,7 +37,7 @@ def _default_tests_dir() -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .arch import detect_gpus
     from .cases import check_profile
-    from .tiers import TIERS, pinned_worker_args, resolve_tier
+    from .tiers import TIERS, device_worker_args, resolve_tier
 
     gpus = detect_gpus()
     check_profile(args.profile)
@@ -60,9 +60,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         results.unlink()
     worst = 0
     for n, tier in enumerate(tiers):
-        # device tier: one worker per GPU, pinned with CUDA_VISIBLE_DEVICES; -n N load-balances instead.
         if tier == "device" and not args.workers:
-            dist = pinned_worker_args(gpus)
+            dist = device_worker_args(gpus)
         else:
             dist = ["-n", args.workers or "auto"]
         # Fault containment: cells run in xdist workers, replaced after a sticky CUDA fault or a hang.
@@ -214,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                    help="re-run failing device cells under compute-sanitizer")
     s.add_argument("--tests", default=str(_default_tests_dir()), help="kernel tests directory")
-    s.add_argument("-n", "--workers", help="xdist workers (default: one per GPU, pinned, on device; auto on interpret)")
+    s.add_argument("-n", "--workers", help="xdist workers (default on device: one pinned worker per GPU, or up to 8 sharing a single GPU; auto on interpret)")
     s.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     s.set_defaults(func=cmd_sweep)
 

@@ -100,3 +100,17 @@ def pinned_worker_args(gpus: list[Gpu]) -> list[str]:
         device = visible[g.index] if mapped and g.index < len(visible) else str(g.index)
         args += ["--tx", f"popen//env:CUDA_VISIBLE_DEVICES={device}"]
     return args
+
+
+def device_worker_args(gpus: list[Gpu], per_gpu_max: int = 8) -> list[str]:
+    """pytest-xdist arguments for the device tier's sweep.
+
+    Several GPUs: :func:`pinned_worker_args` (one pinned worker each, one results column per arch).
+    One GPU: ``-n K`` load-balanced workers sharing it, ``K = min(per_gpu_max, CPU count)``: a kernel
+    call takes ~0.1 ms and the harness's Python per cell dominates (an H200 sweep took 317 s with one
+    worker), so workers are bound by CPU, not by the GPU. Each worker owns a CUDA context; a sticky
+    fault ends only its own worker and xdist's load scheduling re-queues the cells it had pending.
+    """
+    if len(gpus) > 1:
+        return pinned_worker_args(gpus)
+    return ["-n", str(max(1, min(per_gpu_max, os.cpu_count() or 1)))]
