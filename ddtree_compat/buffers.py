@@ -19,6 +19,11 @@ POISON = -0x2DD7EE  # never a token, index or count; fits int32
 CANARY = 0x5CA9A7  # distinct from POISON and from -1 padding
 CANARY_BAND = 32
 PADDING = -1
+# 2-byte float outputs (attention): poison and canaries are bit patterns in an int16 allocation. The poison
+# is a quiet NaN with a payload no arithmetic produces (computed NaNs are canonical: 0x7E00 / 0x7FC0), so
+# "never written" and "wrote NaN" stay apart; the canary is a finite value no attention output reaches.
+FLOAT_POISON_BITS = {torch.float16: 0x7E5A, torch.bfloat16: 0x7FDA}
+FLOAT_CANARY_BITS = 0x5CA9  # fp16 298.25, bf16 ~3.8e17
 
 
 @dataclass
@@ -28,10 +33,12 @@ class Guarded:
     Attributes:
         storage: flat ``[CANARY_BAND + numel + CANARY_BAND]`` allocation.
         view: the tensor the kernel sees (contiguous, the requested shape).
+        canary: the band value (in ``storage``'s dtype; bits for :meth:`poisoned_float`).
     """
 
     storage: torch.Tensor
     view: torch.Tensor
+    canary: int = CANARY
 
     @classmethod
     def of(cls, values: torch.Tensor, device: str | torch.device) -> "Guarded":
@@ -41,12 +48,28 @@ class Guarded:
         view.copy_(values.to(device))
         return cls(storage, view)
 
+    @classmethod
+    def poisoned_float(cls, shape: tuple[int, ...], dtype: torch.dtype, device: str | torch.device) -> "Guarded":
+        """A 2-byte float output (fp16 / bf16) of ``shape``, every element :data:`FLOAT_POISON_BITS`, inside
+        bands of :data:`FLOAT_CANARY_BITS`. ``storage`` is int16 (compare bits, not values: the poison
+        is a NaN); ``view`` is ``storage`` reinterpreted as ``dtype``.
+
+        Raises:
+            KeyError: ``dtype`` is not fp16 or bf16.
+        """
+        n = 1
+        for d in shape:
+            n *= d
+        storage = torch.full((n + 2 * CANARY_BAND,), FLOAT_CANARY_BITS, dtype=torch.int16, device=device)
+        storage[CANARY_BAND:CANARY_BAND + n] = FLOAT_POISON_BITS[dtype]
+        return cls(storage, storage[CANARY_BAND:CANARY_BAND + n].view(dtype).view(shape), canary=FLOAT_CANARY_BITS)
+
     def damaged_canaries(self) -> list[int]:
         """Offsets (negative: before the view, ``>= numel``: after) of canary elements that changed."""
         s = self.storage.cpu()
         n = self.view.numel()
-        bad = (s[:CANARY_BAND] != CANARY).nonzero().flatten().tolist()
-        after = (s[CANARY_BAND + n:] != CANARY).nonzero().flatten().tolist()
+        bad = (s[:CANARY_BAND] != self.canary).nonzero().flatten().tolist()
+        after = (s[CANARY_BAND + n:] != self.canary).nonzero().flatten().tolist()
         return [i - CANARY_BAND for i in bad] + [n + i for i in after]
 
 

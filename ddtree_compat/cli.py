@@ -8,8 +8,9 @@
 * ``report RESULTS...``: render results files (merged: several runners or GPUs, one matrix) as Markdown,
   and with ``--html PAGE`` a self-contained HTML page plus its heatmap PNG beside it.
 * ``diff BASELINE CANDIDATE``: the upgrade gate; lists regressed and fixed cells, exits 1 on a regression.
-* ``replay CASE.json --backend NAME``: run one case in this process and print the verdict.
-* ``cases``: list (or write as JSON) the grid of a profile.
+* ``replay CASE.json --backend NAME``: run one case (verify, commit or verify-attention) in this process
+  and print the verdict.
+* ``cases``: list (or write as JSON) the grid of a profile, or ``--attention PROFILE``'s attention cases.
 
 Bad input (unknown backend, arch, tier or profile; malformed case or results file) prints one line
 and exits 2.
@@ -22,6 +23,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import DDTreeInputError
@@ -150,7 +152,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from . import backends
     from .harness import run_verify
 
-    from . import commit
+    from . import attention, commit
 
     (backend,) = backends.resolve([args.backend])
     try:
@@ -164,6 +166,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
                                                                       if k != backends.VERIFY_KERNEL) or "none",
                                    f"not a commit kernel of {backend.name}")
         run = lambda target: commit.run_commit(case, args.kernel, backend, target)  # noqa: E731
+    elif f'"{attention.SCHEMA}"' in text:
+        case = attention.AttentionCase.from_json(text, args.case)
+        if backends.ATTENTION_KERNEL not in backends.kernels_of(backend):
+            raise DDTreeInputError("--backend", backend.name, "a backend with verify_attention", "no such kernel")
+        if case.tiles != "native" and not getattr(backend, "attention_tiles", False):
+            case = replace(case, tiles="native")  # a backend without tile choices runs the case as it is
+        args.kernel = case.kernel  # the case names its tile configuration
+        run = lambda target: attention.run_attention(case, backend, target)  # noqa: E731
     else:
         case = VerifyCase.from_json(text, args.case)
         run = lambda target: run_verify(case, backend, target)  # noqa: E731
@@ -176,8 +186,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"skip: {backend.name} on {target.id}: {reason}")
         return 0 if args.allow_skip else 3
     verdict = run(target)
-    print(f"{verdict.outcome}: {backend.name} {args.kernel} on {target.id}, case {case.id}, "
-          f"accepted expected {verdict.accepted_expected} got {verdict.accepted_got}"
+    accepted = (f", accepted expected {verdict.accepted_expected} got {verdict.accepted_got}"
+                if verdict.accepted_expected or verdict.accepted_got is not None else "")
+    print(f"{verdict.outcome}: {backend.name} {args.kernel} on {target.id}, case {case.id}{accepted}"
           + (f"\n{verdict.message}" if verdict.message else ""))
     return 0 if verdict.outcome == "pass" else 1
 
@@ -185,13 +196,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def cmd_cases(args: argparse.Namespace) -> int:
     from .cases import grid
 
-    cases = grid(args.profile)
+    if args.attention:
+        from .attention import attention_cases
+
+        cases = attention_cases(args.attention)
+    else:
+        cases = grid(args.profile)
     for c in cases:
         line = c.id
         if args.write:
             line += f"  {c.save(args.write)}"
         print(line)
-    print(f"{len(cases)} cases in profile {args.profile}", file=sys.stderr)
+    print(f"{len(cases)} cases in {'attention ' if args.attention else ''}profile {args.attention or args.profile}",
+          file=sys.stderr)
     return 0
 
 
@@ -237,13 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
     y.add_argument("--gpu", type=int, default=0, help="GPU index on the device tier")
     y.add_argument("--kernel", default="verify_tree_greedy",
-                   help="verify_tree_greedy (verify case) or a commit kernel (commit case)")
+                   help="verify_tree_greedy (verify case) or a commit kernel (commit case); an attention case "
+                        "names its own (verify_attention[@emulated-<arch>])")
     y.add_argument("--allow-skip", action="store_true", help="exit 0 when the backend is unavailable")
     y.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("cases", help="list the grid of a profile (optionally write each case as JSON)")
     c.add_argument("--profile", default="default")
     c.add_argument("--write", metavar="DIR")
+    c.add_argument("--attention", choices=["interpret", "device"],
+                   help="list this verify-attention profile's cases instead (every tile configuration)")
     c.set_defaults(func=cmd_cases)
     return p
 

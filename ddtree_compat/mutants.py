@@ -8,7 +8,8 @@ ddtree_compat.mutants:ZeroAccept`` etc. Expected outcomes: ``ZeroAccept`` -> ``z
 (hang, with ``--timeout``); ``Slow`` -> ``pass``, slowly. They run on the CPU; the GPU fault injectors
 are in :mod:`ddtree_compat.faultinject`. ``CommitMutant`` breaks each commit kernel.
 ``OversizedSmem`` verifies correctly but declares a planted static kernel: its static cells are
-``out of resources`` on the 99 KB-per-block archs (sm120) and pass on sm90.
+``out of resources`` on the 99 KB-per-block archs (sm120) and pass on sm90. The ``Attention*`` mutants
+break one thing of ``verify_attention`` each (all -> ``wrong`` on a case where that thing matters).
 """
 
 from __future__ import annotations
@@ -153,6 +154,76 @@ class CommitMutant(OracleBackend):
         new_seq_lens, bonus = super().commit_outputs(predict, accept_index, accept_lens, seq_lens)
         return new_seq_lens - 1, bonus
 
+
+
+def _blocks(qo_indptr, kv_indptr, mask_indptr):
+    """Per request: ``(rows n, prefix P, mask offset)``."""
+    qo, kv, mi = qo_indptr.tolist(), kv_indptr.tolist(), mask_indptr.tolist()
+    return [(qo[b + 1] - qo[b], kv[b + 1] - kv[b], mi[b]) for b in range(len(qo) - 1)]
+
+
+class AttentionCausal(OracleBackend):
+    """Ignores the tree: every row sees all earlier rows (a causal mask), not only its ancestors."""
+
+    name = "mutant-attention-causal"
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                         mask_indptr, *args, **kwargs) -> None:
+        mask = custom_mask.clone()
+        for n, prefix, at in _blocks(qo_indptr, kv_indptr, mask_indptr):
+            block = mask[at:at + n * (prefix + n)].view(n, prefix + n)
+            block[:, prefix:] = torch.ones(n, n, dtype=torch.bool, device=mask.device).tril().to(mask.dtype)
+        super().verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, mask,
+                                 mask_indptr, *args, **kwargs)
+
+
+class AttentionMisreadsPrefixToken(OracleBackend):
+    """Reads one prefix token of each request from the wrong slot (its last token's KV is its first's)."""
+
+    name = "mutant-attention-misreads-prefix-token"
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, *args,
+                         **kwargs) -> None:
+        indices = kv_indices.clone()
+        kv = kv_indptr.tolist()
+        for b in range(len(kv) - 1):
+            if kv[b + 1] - kv[b] >= 2:
+                indices[kv[b + 1] - 1] = indices[kv[b]]
+        super().verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, indices, *args, **kwargs)
+
+
+class AttentionWrongKVHead(OracleBackend):
+    """Query head ``h`` reads KV head ``(h // G + 1) % Hk`` (a GQA mapping off by one; no effect when Hk = 1)."""
+
+    name = "mutant-attention-wrong-kv-head"
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, *args, **kwargs) -> None:
+        roll = [t.roll(-1, dims=1) for t in (k, v, k_buffer, v_buffer)]
+        super().verify_attention(q, *roll[:2], o, *roll[2:], *args, **kwargs)
+
+
+class AttentionSeesAll(OracleBackend):
+    """Every row sees every tree row of its request: later nodes, siblings' subtrees and padding nodes too."""
+
+    name = "mutant-attention-sees-all"
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                         mask_indptr, *args, **kwargs) -> None:
+        mask = custom_mask.clone()
+        for n, prefix, at in _blocks(qo_indptr, kv_indptr, mask_indptr):
+            mask[at:at + n * (prefix + n)].view(n, prefix + n)[:, prefix:] = 1
+        super().verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, mask,
+                                 mask_indptr, *args, **kwargs)
+
+
+class AttentionWritesPastRows(OracleBackend):
+    """Correct, then writes zeros into the output rows past ``qo_indptr[-1]`` (``tail`` layouts)."""
+
+    name = "mutant-attention-writes-past-rows"
+
+    def verify_attention(self, q, k, v, o, *args, **kwargs) -> None:
+        super().verify_attention(q, k, v, o, *args, **kwargs)
+        o[int(args[2][-1]):] = 0
 
 
 def _oversized_spec(case, arch: str) -> Spec:

@@ -8,6 +8,8 @@ Every function here is pure (no device, no global state) and written for reading
   ``min(max(B // L + 1, 2), V, max_topk)``, BFS relabelling, EAGLE-format retrieve arrays.
 * SGLang ``verify_tree_greedy`` (``sglang.kernels.ops.speculative.tree`` /
   ``spec_tree.verify_tree_greedy_triton``): the kernel contract :func:`verify_greedy_eagle` models.
+* Verify attention (the target forward over ``[prefix + D]`` under the ancestor-only mask):
+  :func:`verify_attention_reference`, float32 scaled-dot-product attention over an explicit mask.
 """
 
 from __future__ import annotations
@@ -164,6 +166,45 @@ def ancestor_mask(tree: DraftTree) -> torch.Tensor:
 def positions(tree: DraftTree, start: int) -> torch.Tensor:
     """Position ids ``int64 [D]``: ``start + depth`` (the root sits at ``start``, the current seq_len)."""
     return torch.tensor(tree.depths, dtype=torch.int64) + start
+
+
+def verify_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor,
+                               sm_scale: float) -> torch.Tensor:
+    """Scaled-dot-product attention of one request's verify rows, in float32, over an explicit mask.
+
+    ``out[i, h] = softmax_j(sm_scale * q[i, h] . k[j, h // G] | visible[i, j]) @ v[:, h // G]``: query
+    head ``h`` reads KV head ``h // G`` (grouped-query attention, ``G = H / Hk``, SGLang's
+    ``cur_kv_head = cur_head // kv_group_num``). Keys are the request's prefix then its tree rows, so
+    ``visible[i, :P]`` is the prefix and ``visible[i, P:]`` the ancestor-only mask
+    (:func:`ancestor_mask`, paper Sec. 3). Inputs are upcast as given (already rounded to the kernel's
+    dtype), so only the kernel's arithmetic differs from this.
+
+    Args:
+        q: ``[n, H, Dh]`` query rows (any float dtype, any device).
+        k, v: ``[P + n, Hk, Dh]`` keys and values.
+        visible: bool ``[n, P + n]``; every row must see at least one key.
+        sm_scale: softmax scale (SGLang passes ``1 / sqrt(Dh)``).
+
+    Returns:
+        float32 ``[n, H, Dh]`` on ``q``'s device.
+
+    Raises:
+        CaseError: mismatched shapes, ``H`` not a multiple of ``Hk``, or a row that sees no key (its
+            softmax would be undefined).
+    """
+    n, heads, _ = q.shape
+    keys, kv_heads, _ = k.shape
+    if heads % kv_heads or v.shape[:2] != k.shape[:2] or tuple(visible.shape) != (n, keys):
+        raise CaseError("shapes", (tuple(q.shape), tuple(k.shape), tuple(v.shape), tuple(visible.shape)),
+                        "q [n, H, Dh], k/v [T, Hk, Dh] with Hk | H, visible [n, T]", "mismatch")
+    if n and not bool(visible.any(dim=1).all()):
+        raise CaseError("visible", "a row with no visible key", "every row sees at least itself", "empty row")
+    group = heads // kv_heads
+    kf = k.float().repeat_interleave(group, dim=1)
+    vf = v.float().repeat_interleave(group, dim=1)
+    scores = torch.einsum("nhd,thd->hnt", q.float(), kf) * sm_scale
+    scores = scores.masked_fill(~visible.to(torch.bool).unsqueeze(0), float("-inf"))
+    return torch.einsum("hnt,thd->nhd", torch.softmax(scores, dim=-1), vf)
 
 
 # --------------------------------------------------------------------------------------------------

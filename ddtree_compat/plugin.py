@@ -13,6 +13,13 @@ are parametrized and recorded with ``known_issue``. A test inside another repo n
 Static cells (tier ``static``, :mod:`ddtree_compat.static`): a test asking for ``ddtree_static_cell``
 is parametrized over arch x backend x the backend's ``static_kernels`` x their specializations over
 the cases, marked ``static`` plus the arch and family markers, and judged by ``ddtree_check_static``.
+
+Verify-attention cells (:mod:`ddtree_compat.attention`): a test asking for ``ddtree_attention_case`` is
+parametrized over target x backend (those with ``verify_attention``) x the attention profile's cases
+(``--ddtree-attention-profile``; by default the tier's own), every tile configuration for a backend
+that can emulate one (``attention_tiles``), ``native`` only for the others; judged by
+``ddtree_check_attention``. An emulated cell is also marked ``emulated`` and with the emulated arch's
+markers (``pytest -m sm120`` selects the cells running sm120's tile choice, on any target).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -40,6 +47,9 @@ from .isolation import exit_worker, in_xdist_worker, is_sticky, results_size, sc
 from .results import ResultRecord, ResultsWriter, environment
 from .static.runner import DEFAULT_CACHE, StaticCell, run_static, static_cells
 from .tiers import STATIC, TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
+
+ATTENTION_PROFILE_CHOICES = ("auto", "interpret", "device")
+EMULATED = "emulated"
 
 DEFAULT_RESULTS = ".ddtree/results.jsonl"
 DEFAULT_CASES_DIR = ".ddtree/cases"
@@ -64,6 +74,7 @@ class Suite:
     known: known_issues.Manifest = field(default_factory=known_issues.Manifest)
     static: bool = True
     static_cache: str = str(DEFAULT_CACHE)
+    attention_profile: str = "interpret"
     counts: Counter = field(default_factory=Counter)
 
     def cases(self) -> tuple[VerifyCase, ...]:
@@ -73,6 +84,12 @@ class Suite:
 
     def static_cells(self) -> list[StaticCell]:
         return static_cells(self.backends, self.cases()) if self.static else []
+
+    def attention_cases(self) -> tuple:
+        """The verify-attention cases (``--ddtree-case`` trees at the profile's first shape, else the profile)."""
+        from .attention import attention_cases
+
+        return attention_cases(self.attention_profile, self.cases() if self.case_files else None)
 
 
 SUITE = pytest.StashKey[Suite]()
@@ -113,6 +130,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--ddtree-static-cache", default=os.environ.get("DDTREE_STATIC_CACHE", str(DEFAULT_CACHE)),
                 metavar="DIR", help=f"static tier build cache, Triton's included (env DDTREE_STATIC_CACHE; "
                                     f"default {DEFAULT_CACHE})")
+    g.addoption("--ddtree-attention-profile", default=os.environ.get("DDTREE_ATTENTION_PROFILE", "auto"),
+                choices=ATTENTION_PROFILE_CHOICES,
+                help="verify-attention cases: interpret (small shapes), device (the shape sweep) or auto = the "
+                     "tier's own (env DDTREE_ATTENTION_PROFILE)")
 
 
 def _register_markers(config: pytest.Config, gpus: list[Gpu]) -> None:
@@ -122,6 +143,7 @@ def _register_markers(config: pytest.Config, gpus: list[Gpu]) -> None:
         config.addinivalue_line("markers", f"{arch}: runs on a compute capability {arch} GPU ({products})")
     for fam in FAMILIES:
         config.addinivalue_line("markers", f"{fam.replace('-', '_')}: runs on a {fam} GPU")
+    config.addinivalue_line("markers", f"{EMULATED}: runs another arch's tile choice on this target (verify attention)")
     for g in gpus:  # an arch this table does not know yet still gets its marker
         if g.arch not in ARCHES:
             config.addinivalue_line("markers", f"{g.arch}: detected compute capability {g.major}.{g.minor}")
@@ -153,13 +175,19 @@ def pytest_configure(config: pytest.Config) -> None:
     suite = Suite(tier, profile, gpus, targets, chosen, case_files,
                   Path(config.getoption("ddtree_cases_dir")), writer, resume=config.getoption("ddtree_resume"),
                   sanitize=config.getoption("sanitize"), known=known,
-                  static=config.getoption("ddtree_static") == "on", static_cache=config.getoption("ddtree_static_cache"))
+                  static=config.getoption("ddtree_static") == "on", static_cache=config.getoption("ddtree_static_cache"),
+                  attention_profile=_attention_profile(config.getoption("ddtree_attention_profile"), tier))
     if suite.resume and writer is not None:
         worker = getattr(config, "workerinput", None)
         suite.resume_limit = worker["ddtree_resume_limit"] if worker else results_size(writer.path)
     config.stash[SUITE] = suite
     config.pluginmanager.register(_Summary(suite), "ddtree-summary")
     _hypothesis_profiles(config)
+
+
+def _attention_profile(choice: str, tier: str) -> str:
+    """``auto``: the tier's own profile (``interpret`` or ``device``)."""
+    return tier if choice == "auto" else choice
 
 
 def _check_required(required: list[str], chosen: list, targets: list[Target]) -> None:
@@ -209,6 +237,9 @@ def _known_issue(suite: Suite, target: Target, backend, case: VerifyCase | None)
 
 def _param(suite: Suite, ident, target: Target, *combo):
     marks = _marks(target)
+    tiles = getattr(combo[-1], "tiles", None)
+    if tiles and tiles != "native":  # verify attention under an emulated arch's tile choice
+        marks += [getattr(pytest.mark, EMULATED), *arch_marks(tiles)]
     issue = _known_issue(suite, target, combo[0], combo[-1]) if len(combo) == 2 else None
     if issue is not None:
         marks.append(pytest.mark.xfail(strict=True, reason=issue.describe()))
@@ -226,13 +257,24 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             for cell in suite.static_cells()])
     if not {"ddtree_target", "ddtree_backend"} <= names:
         return
-    if "ddtree_commit_case" in names:
+    if "ddtree_attention_case" in names:
+        argnames = ("ddtree_target", "ddtree_backend", "ddtree_attention_case")
+        cases = suite.attention_cases()
+        combos = []
+        for b in suite.backends:
+            if backend_registry.ATTENTION_KERNEL not in backend_registry.kernels_of(b):
+                continue
+            emulates = getattr(b, "attention_tiles", False)
+            own = {c.id: c for c in (c if emulates else replace(c, tiles="native") for c in cases)}
+            combos += [(b, c) for c in own.values()]
+        ident = lambda t, b, c: f"{t.id}-{b.name}-{c.id}"  # noqa: E731
+    elif "ddtree_commit_case" in names:
         from .commit import commit_cases
 
         argnames = ("ddtree_target", "ddtree_backend", "ddtree_kernel", "ddtree_commit_case")
         cases = commit_cases(suite.cases())
         combos = [(b, k, c) for b in suite.backends for k in backend_registry.kernels_of(b)
-                  if k != backend_registry.VERIFY_KERNEL for c in cases]
+                  if k in backend_registry.COMMIT_KERNELS for c in cases]
         ident = lambda t, b, k, c: f"{t.id}-{b.name}-{k}-{c.id}"  # noqa: E731
     elif "ddtree_case" in names:
         argnames = ("ddtree_target", "ddtree_backend", "ddtree_case")
@@ -268,10 +310,14 @@ def env_line(env: dict) -> str:
 def coordinates(target: Target, backend, case, nodeid: str, kernel: str = "verify_tree_greedy") -> dict:
     """A cell's fixed fields, shared by its ``start`` and ``result`` lines (``case``: a verify or commit case)."""
     verify = getattr(case, "verify", case)
-    layout = verify.layout if case is verify else f"{verify.layout}-p{case.page_size}"
+    if case is verify:
+        layout = verify.layout
+    else:  # an attention case names its own layout; a commit case adds its page size
+        layout = getattr(case, "layout", None) or f"{verify.layout}-p{case.page_size}"
     return dict(kernel=kernel, tier=target.tier, backend=backend.name, arch=target.column, case_id=case.id,
                 budget=verify.budget, topology=verify.topology, plant=verify.plant, batch=verify.batch,
-                block_size=verify.block_size, mode=verify.mode, layout=layout, nodeid=nodeid)
+                block_size=verify.block_size, mode=verify.mode, layout=layout, nodeid=nodeid,
+                shape=getattr(case, "shape", ""))
 
 
 def record_of(coords: dict, verdict: Verdict, case_path: str = "", sanitizer: str = "") -> ResultRecord:
@@ -326,6 +372,8 @@ def _check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel:
     node.stash[VERDICT] = verdict
     if verdict.outcome == "pass":
         return verdict
+    if verdict.outcome == "skip":  # decided by the run itself (e.g. an emulated config too big for this device)
+        pytest.skip(f"{backend.name} {kernel} on {target.id}: {verdict.message}")
     path = case.save(suite.cases_dir)
     node.stash[CASE_PATH] = str(path)
     sanitizer, note = "", ""
@@ -381,6 +429,18 @@ def ddtree_check_commit(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
+def ddtree_check_attention(request: pytest.FixtureRequest):
+    """``check(target, backend, attention_case)``: run one verify-attention cell (see :func:`_check_cell`);
+    its kernel field is ``verify_attention`` or ``verify_attention@emulated-<arch>``."""
+    from .attention import run_attention
+
+    def check(target: Target, backend, case) -> Verdict:
+        return _check_cell(request, target, backend, case.kernel, case, lambda: run_attention(case, backend, target))
+
+    return check
+
+
+@pytest.fixture
 def ddtree_static_cache(request: pytest.FixtureRequest) -> str:
     """The static tier's build cache directory (``--ddtree-static-cache``)."""
     return request.config.stash[SUITE].static_cache
@@ -416,7 +476,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = (yield).get_result()
     suite = item.config.stash.get(SUITE, None)
     params = getattr(getattr(item, "callspec", None), "params", {})
-    case = params.get("ddtree_case") or params.get("ddtree_commit_case") or item.stash.get(CELL_CASE, None)
+    case = (params.get("ddtree_case") or params.get("ddtree_commit_case") or params.get("ddtree_attention_case")
+            or item.stash.get(CELL_CASE, None))
     cell = params.get("ddtree_static_cell")
     if suite is None or (case is None and not isinstance(cell, StaticCell)):
         return
@@ -437,8 +498,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if issue is not None and verdict.outcome != "skip":
         report.user_properties.append(("ddtree_known_issue", known_issues.status(verdict.outcome, issue.id)))
     if suite.writer is not None:
+        kernel = params.get("ddtree_kernel") or item.stash.get(CELL_KERNEL, None) or getattr(case, "kernel", None)
         coords = coordinates(params["ddtree_target"], params["ddtree_backend"], case, item.nodeid,
-                             params.get("ddtree_kernel") or item.stash.get(CELL_KERNEL, "verify_tree_greedy"))
+                             kernel if isinstance(kernel, str) else "verify_tree_greedy")
         record = record_of(coords, verdict, item.stash.get(CASE_PATH, ""), item.stash.get(SANITIZER, ""))
         record.known_issue = issue.id if issue else ""
         suite.writer.write(record)
@@ -475,6 +537,7 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
                               fault_class="other")
         coords = {k: start[k] for k in ("kernel", "tier", "backend", "arch", "case_id", "budget", "topology", "plant",
                                         "batch", "block_size", "mode", "layout", "nodeid")}
+        coords["shape"] = start.get("shape", "")
         record = record_of(coords, verdict)
         record.env_id = start.get("env_id", "")
         suite.writer.write(record)

@@ -59,6 +59,8 @@ class ResultRecord:
         time: when the cell finished (Unix seconds).
         known_issue: id of the known-issues manifest entry the cell is expected to fail under (run as
             strict xfail), or ``""``.
+        shape: verify-attention cells: heads, GQA group, head_dim, prefix and dtype
+            (``h32g4d128-pre1000-bf16``); ``""`` for other kernels.
     """
 
     kernel: str
@@ -83,6 +85,7 @@ class ResultRecord:
     time: float = 0.0
     sanitizer: str = ""
     known_issue: str = ""
+    shape: str = ""
 
 
 def _version(module: str) -> str | None:

@@ -13,6 +13,13 @@ A backend is an object with
   ``accept_token_num`` int32 ``[bs]``; the five inputs int64 ``[bs, C]``, on the target's device.
   Contract: see :func:`ddtree_compat.oracle.verify_greedy_eagle` (elements off the accepted path are
   left as they were).
+* optional ``verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+  mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict | None``: the target
+  forward's attention over ``[prefix + tree rows]`` under the ancestor-only mask, laid out as SGLang's
+  target verify does (SGLang ``extend_attention_fwd``; layout and shapes in
+  :mod:`ddtree_compat.attention`), writing ``o`` in place; returns the launch's tile configuration
+  (or ``None``). ``tiles`` names an arch whose tile choice to emulate; a backend that can emulate one
+  sets ``attention_tiles = True`` and has ``attention_tile_choice(tiles, head_dim) -> dict``.
 * optional ``static_kernels``: a tuple of :mod:`ddtree_compat.static.kernels` entries (Triton
   kernels, tvm-ffi CUDA modules) the backend launches; the static tier compiles each for every arch
   (``tests/kernels/test_static.py``).
@@ -40,6 +47,7 @@ BUILTIN = {
 }
 VERIFY_KERNEL = "verify_tree_greedy"
 COMMIT_KERNELS = ("accept_out_cache_loc", "commit_outputs", "bonus_tokens", "assign_req_to_token", "move_kv")
+ATTENTION_KERNEL = "verify_attention"
 
 
 @runtime_checkable
@@ -56,12 +64,14 @@ class Backend(Protocol):
 
 def kernels_of(backend: Backend) -> tuple[str, ...]:
     """The kernels this backend implements, in suite order."""
-    return tuple(k for k in (VERIFY_KERNEL, *COMMIT_KERNELS) if callable(getattr(backend, k, None)))
+    return tuple(k for k in (VERIFY_KERNEL, *COMMIT_KERNELS, ATTENTION_KERNEL) if callable(getattr(backend, k, None)))
 
 
 def kernel_unavailable_reason(backend: Backend, target: Target, kernel: str) -> str | None:
+    """Why ``backend`` cannot run ``kernel`` on ``target`` (``None``: it can). A kernel label with an
+    ``@`` suffix (``verify_tree_greedy@graph``, ``verify_attention@emulated-sm120``) asks about its base."""
     refine = getattr(backend, "kernel_unavailable_reason", None)
-    return refine(target, kernel) if refine else backend.unavailable_reason(target)
+    return refine(target, kernel.split("@")[0]) if refine else backend.unavailable_reason(target)
 
 
 def registered() -> dict[str, str]:
@@ -83,7 +93,7 @@ def _load(spec: str, where: str) -> Backend:
     backend = obj() if isinstance(obj, type) else obj
     if not isinstance(backend, Backend) or not kernels_of(backend):
         raise BackendError(where, spec, "an object with name, unavailable_reason and a kernel method "
-                           "(verify_tree_greedy, accept_out_cache_loc, ...)", "not a backend")
+                           "(verify_tree_greedy, accept_out_cache_loc, verify_attention, ...)", "not a backend")
     return backend
 
 

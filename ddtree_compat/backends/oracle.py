@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ..oracle import verify_greedy_eagle
+from ..oracle import verify_attention_reference, verify_greedy_eagle
 from ..tiers import Target
 
 
@@ -60,3 +60,22 @@ class OracleBackend:
         for buf in (*k_buffers, *v_buffers):
             rows = buf[src_loc].clone()  # read all, then write all
             buf[tgt_loc] = rows
+
+    # ---- verify attention (see ddtree_compat.attention): read back through the layout's indirections
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                         mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> None:
+        """Per request: rows ``qo_indptr[b]..``, prefix keys ``k_buffer[kv_indices[kv_indptr[b]..]]`` (a slot
+        index is the same row at any page size), mask block ``custom_mask[mask_indptr[b]..]`` viewed
+        ``[n, P + n]`` with the prefix columns taken as visible (SGLang's ``skip_prefix_custom_mask``),
+        then :func:`~ddtree_compat.oracle.verify_attention_reference`. Tile choice: none (``tiles`` ignored)."""
+        qo, kv, mi = qo_indptr.tolist(), kv_indptr.tolist(), mask_indptr.tolist()
+        for b in range(len(qo) - 1):
+            rows, prefix = slice(qo[b], qo[b + 1]), kv[b + 1] - kv[b]
+            n = qo[b + 1] - qo[b]
+            slots = kv_indices[kv[b]:kv[b + 1]]
+            keys = torch.cat([k_buffer[slots], k[rows]])
+            values = torch.cat([v_buffer[slots], v[rows]])
+            visible = custom_mask[mi[b]:mi[b] + n * (prefix + n)].view(n, prefix + n).to(torch.bool).clone()
+            visible[:, :prefix] = True
+            o[rows] = verify_attention_reference(q[rows], keys, values, visible, sm_scale).to(o.dtype)

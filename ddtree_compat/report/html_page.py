@@ -2,8 +2,8 @@
 
 Rendered from the jinja2 template ``templates/report.html.j2`` (autoescaped) with the same counts as the
 Markdown report (:mod:`ddtree_compat.report.summary`): environment, counts, the heatmap, skips by
-reason, faults by class, known issues with their source links, failures with replay commands, and the
-detailed matrix (collapsed).
+reason, faults by class, known issues with their source links, failures with replay commands, the
+verify-attention table (shape x tile choice) and the detailed matrix (collapsed).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .heatmap import STYLE, render_heatmap
-from .summary import (COUNT_HEADER, ENV_HEADER, KNOWN_HEADER, count_rows, env_rows, known_rows, matrix_columns, matrix_rows, parts,
-                      replay_command, summarize, worst)
+from .summary import (COUNT_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_rows, env_rows, known_rows,
+                      matrix_columns, matrix_rows, parts, replay_command, summarize, worst)
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
                          autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -32,6 +32,7 @@ def render_html(results: Results, png: bytes | None = None, title: str = "DDTree
     s = summarize(results)
     png = png if png is not None else render_heatmap(results)
     matrix = [(key, mode, [(worst(c), parts(c)) if c else None for c in cells]) for key, mode, cells in matrix_rows(s)]
+    tiles, attention = attention_rows(s)
     return _TEMPLATES.get_template("report.html.j2").render(
         title=title,
         generated=time.strftime("%Y-%m-%d %H:%M %Z"),
@@ -44,5 +45,7 @@ def render_html(results: Results, png: bytes | None = None, title: str = "DDTree
         failures=[(r, replay_command(r)) for r in s.failures[:max_failures]], n_failures=len(s.failures),
         xpassed=s.xpassed,
         columns=matrix_columns(s), matrix=matrix,
+        attention_tiles=tiles,
+        attention=[(key, [(worst(c), parts(c)) if c else None for c in cells]) for key, cells in attention],
         colours={k: v[0] for k, v in STYLE.items()},
     )

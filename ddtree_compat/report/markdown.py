@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ..results import Results
-from .summary import (COUNT_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, count_rows, env_rows, known_rows,
-                      matrix_columns, matrix_rows, parts, replay_command, static_rows,
-                      summarize)
+from .summary import (COUNT_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, attention_rows, count_rows, env_rows,
+                      known_rows, matrix_columns, matrix_rows, parts, replay_command, static_rows, summarize)
 
 
 def _cell(counts: Counter) -> str:
@@ -71,6 +70,12 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
                   "specialization)", ""]
         lines += _table(["backend", "kernel", "specialization", *archs],
                         [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in static])
+    tiles, attention = attention_rows(s)
+    if attention:
+        lines += ["## Verify attention (rows: backend · arch x shape; columns: tile choice, `emulated-<arch>` = that "
+                  "arch's choice run on this target; cells aggregate trees, layouts and page sizes)", ""]
+        lines += _table(["backend · arch", "shape", *tiles],
+                        [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in attention])
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""

@@ -195,6 +195,27 @@ def static_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter |
     return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 
+ATTENTION_KERNEL = "verify_attention"
+
+
+def tiles_of(r: ResultRecord) -> str:
+    """A verify-attention cell's tile configuration: ``native`` or ``emulated-sm120``."""
+    return r.kernel.partition("@")[2] or "native"
+
+
+def attention_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | None]]]]:
+    """The verify-attention table: ``(tile columns, rows)``; a row is ``(backend · arch, shape)`` and, per
+    tile configuration (``native`` first, then the emulated archs), the Counter of statuses over its trees,
+    layouts and page sizes (``None`` where none ran)."""
+    recs = [r for r in s.records if r.kernel.partition("@")[0] == ATTENTION_KERNEL]
+    tiles = sorted({tiles_of(r) for r in recs}, key=lambda t: (t != "native", _natural((t,))))
+    cells: dict[tuple, Counter] = {}
+    for r in recs:
+        cells.setdefault((f"{r.backend} · {r.arch}", r.shape, tiles_of(r)), Counter())[cell_status(r)] += 1
+    keys = sorted({(f"{r.backend} · {r.arch}", r.shape) for r in recs}, key=_natural)
+    return tiles, [(k, [cells.get((*k, t)) for t in tiles]) for k in keys]
+
+
 def replay_command(r: ResultRecord) -> str:
     """``python -m ddtree_compat replay CASE --backend NAME`` for a failed cell, or ``""``."""
     if not r.case_path:

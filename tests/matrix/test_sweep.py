@@ -8,7 +8,8 @@ import sys
 def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
     out = tmp_path / "results"
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "--out-dir", str(out),
-                        "--name", "slice", "-n", "1", "--", "-k", "b8-spine or b12-fanout"],
+                        "--name", "slice", "-n", "1", "--", "-k",
+                        "(b8-spine or b12-fanout) and not verify_attention or pre17-fp16-pg1-native"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lines = [json.loads(x) for x in (out / "slice.jsonl").read_text().splitlines()]
@@ -26,8 +27,11 @@ def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
     for kernel in ("accept_out_cache_loc", "commit_outputs", "bonus_tokens"):
         assert by_cell[(kernel, "sglang-triton")] == {"pass"} and by_cell[(kernel, "oracle")] == {"pass"}
     assert by_cell[("verify_tree_greedy@graph", "sglang-triton")] == {"skip"}
+    # one verify-attention cell per backend: SGLang's extend_attention_fwd interpreted, its own tile choice
+    assert by_cell[("verify_attention", "sglang-triton")] == {"pass"} and by_cell[("verify_attention", "oracle")] == {"pass"}
     report = (out / "slice.md").read_text()
     assert "| 8 | spine | cap16 | spine |" in report and "sglang-triton · interpret" in report
+    assert "## Verify attention" in report and "| sglang-triton · interpret | h4g2d64-pre17-fp16 | ✅ 1 |" in report
     assert (out / "slice.png").read_bytes()[:4] == b"\x89PNG"
     assert "<td>sglang-triton · interpret</td>" in (out / "slice.html").read_text()
 

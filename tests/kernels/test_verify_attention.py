@@ -1,0 +1,16 @@
+"""Verify attention (SGLang ``extend_attention_fwd`` under DDTree's ancestor-only mask) against a float32
+reference, per tile configuration: the device's own (``native``) and sm80 / sm86 / sm89 / sm90 / sm100 /
+sm120's choices emulated on this target (kernel ``verify_attention@emulated-<arch>``).
+
+Parametrized by the ddtree_compat plugin: ``ddtree_target`` x ``ddtree_backend`` (those with
+``verify_attention``) x ``ddtree_attention_case`` (``--ddtree-attention-profile``: ``interpret``, small
+shapes for CPU CI; ``device``, the shape sweep; default the tier's own). Ids read
+``sm90-sglang-triton-b8-spine-none-bs3-h32g4d128-pre1000-bf16-pg16-emulated-sm120``. Layout, reference,
+tolerances: ``ddtree_compat/attention.py`` and ``docs/verify-attention.md``.
+"""
+
+
+def test_verify_attention(ddtree_target, ddtree_backend, ddtree_attention_case, ddtree_check_attention):
+    verdict = ddtree_check_attention(ddtree_target, ddtree_backend, ddtree_attention_case)
+    # run_attention compares every element against the reference; a pass states its worst error.
+    assert verdict.message.startswith("max |err| "), verdict.message
