@@ -20,6 +20,10 @@ parametrized over target x backend (those with ``verify_attention``) x the atten
 that can emulate one (``attention_tiles``), ``native`` only for the others; judged by
 ``ddtree_check_attention``. An emulated cell is also marked ``emulated`` and with the emulated arch's
 markers (``pytest -m sm120`` selects the cells running sm120's tile choice, on any target).
+End-to-end cells (tier ``e2e``, :mod:`ddtree_compat.e2e`): a test asking for ``ddtree_e2e_cell`` is
+parametrized over the profile's server configurations x request phases, marked ``e2e`` (plus the arch
+markers of the GPU the servers run on), and judged by ``ddtree_check_e2e`` against one session's servers
+(``ddtree_e2e_session``: started together, stopped after their last cell and at session end).
 """
 
 from __future__ import annotations
@@ -46,13 +50,14 @@ from .harness import OUTCOMES, Verdict, run_verify
 from .isolation import exit_worker, in_xdist_worker, is_sticky, results_size, scan
 from .results import ResultRecord, ResultsWriter, environment
 from .static.runner import DEFAULT_CACHE, StaticCell, run_static, static_cells
-from .tiers import STATIC, TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
+from .tiers import E2E, STATIC, TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
 
 ATTENTION_PROFILE_CHOICES = ("auto", "interpret", "device")
 EMULATED = "emulated"
 
 DEFAULT_RESULTS = ".ddtree/results.jsonl"
 DEFAULT_CASES_DIR = ".ddtree/cases"
+DEFAULT_E2E_DIR = ".ddtree/e2e"
 
 
 @dataclass
@@ -75,6 +80,8 @@ class Suite:
     static: bool = True
     static_cache: str = str(DEFAULT_CACHE)
     attention_profile: str = "interpret"
+    e2e_dir: str = DEFAULT_E2E_DIR
+    e2e_selected: list = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
 
     def cases(self) -> tuple[VerifyCase, ...]:
@@ -90,6 +97,9 @@ class Suite:
         from .attention import attention_cases
 
         return attention_cases(self.attention_profile, self.cases() if self.case_files else None)
+    def e2e_arch(self) -> str:
+        """The arch the e2e servers run on (the first visible GPU), ``nogpu`` without one."""
+        return self.gpus[0].arch if self.gpus else "nogpu"
 
 
 SUITE = pytest.StashKey[Suite]()
@@ -98,6 +108,8 @@ CASE_PATH = pytest.StashKey[str]()
 SANITIZER = pytest.StashKey[str]()
 CELL_CASE = pytest.StashKey[object]()
 CELL_KERNEL = pytest.StashKey[str]()
+E2E_CELL = pytest.StashKey[object]()
+E2E_EXCERPT = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -127,6 +139,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                                      "default the shipped ddtree_compat/known_issues.toml; '' = none)")
     g.addoption("--ddtree-static", default=os.environ.get("DDTREE_STATIC", "on"), choices=("on", "off"),
                 help="static tier cells (AOT compile for every arch, on the CPU): on (default) or off (env DDTREE_STATIC)")
+    g.addoption("--ddtree-e2e-dir", default=os.environ.get("DDTREE_E2E_DIR", DEFAULT_E2E_DIR), metavar="DIR",
+                help=f"e2e tier: generated checkpoints, server logs and captures (env DDTREE_E2E_DIR; default "
+                     f"{DEFAULT_E2E_DIR})")
     g.addoption("--ddtree-static-cache", default=os.environ.get("DDTREE_STATIC_CACHE", str(DEFAULT_CACHE)),
                 metavar="DIR", help=f"static tier build cache, Triton's included (env DDTREE_STATIC_CACHE; "
                                     f"default {DEFAULT_CACHE})")
@@ -137,7 +152,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _register_markers(config: pytest.Config, gpus: list[Gpu]) -> None:
-    for tier in (*TIERS, STATIC):
+    for tier in (*TIERS, STATIC, E2E):
         config.addinivalue_line("markers", f"{tier}: DDTree {tier} tier")
     for arch, (fam, products) in ARCHES.items():
         config.addinivalue_line("markers", f"{arch}: runs on a compute capability {arch} GPU ({products})")
@@ -176,7 +191,8 @@ def pytest_configure(config: pytest.Config) -> None:
                   Path(config.getoption("ddtree_cases_dir")), writer, resume=config.getoption("ddtree_resume"),
                   sanitize=config.getoption("sanitize"), known=known,
                   static=config.getoption("ddtree_static") == "on", static_cache=config.getoption("ddtree_static_cache"),
-                  attention_profile=_attention_profile(config.getoption("ddtree_attention_profile"), tier))
+                  attention_profile=_attention_profile(config.getoption("ddtree_attention_profile"), tier),
+                  e2e_dir=config.getoption("ddtree_e2e_dir"))
     if suite.resume and writer is not None:
         worker = getattr(config, "workerinput", None)
         suite.resume_limit = worker["ddtree_resume_limit"] if worker else results_size(writer.path)
@@ -255,6 +271,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("ddtree_static_cell", [
             pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch)])
             for cell in suite.static_cells()])
+    if "ddtree_e2e_cell" in names:
+        metafunc.parametrize("ddtree_e2e_cell", _e2e_params(suite))
     if not {"ddtree_target", "ddtree_backend"} <= names:
         return
     if "ddtree_attention_case" in names:
@@ -287,6 +305,87 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         ident = lambda t, b: f"{t.id}-{b.name}"  # noqa: E731
     params = [_param(suite, ident, t, *combo) for t in suite.targets for combo in combos]
     metafunc.parametrize(argnames, params)
+
+
+def _e2e_params(suite: Suite) -> list:
+    """One param per (server configuration, phase) of the profile: marked ``e2e``, with the arch markers of
+    the GPU the servers run on, an ``xdist_group`` per server (``--dist loadgroup`` keeps a server's cells in
+    one worker) and a timeout covering the server's start."""
+    from .e2e.session import READY_S, REQUEST_S, cells
+
+    arch = suite.e2e_arch()
+    marks = [getattr(pytest.mark, E2E), pytest.mark.timeout(READY_S + 2 * REQUEST_S)]
+    if suite.gpus and not any(g.fake for g in suite.gpus):
+        marks += arch_marks(arch)
+    return [pytest.param(c, id=f"{arch}-{c.id}", marks=[*marks, pytest.mark.xdist_group(c.config.id)])
+            for c in cells(suite.profile)]
+
+
+@pytest.fixture(scope="session")
+def ddtree_e2e_session(request: pytest.FixtureRequest):
+    """The session's :class:`ddtree_compat.e2e.session.E2ESession` (servers stopped at session end)."""
+    from .e2e.session import E2ESession
+
+    suite = request.config.stash[SUITE]
+    session = E2ESession(suite.e2e_dir, suite.profile, suite.gpus)
+    session.select(suite.e2e_selected, planned=not in_xdist_worker(request.config))
+    request.addfinalizer(session.close)
+    return session
+
+
+def e2e_coordinates(cell, arch: str, nodeid: str) -> dict:
+    """A cell's fixed fields (tier ``e2e``): backend ``sglang-<algorithm>`` (``sglang-target`` without
+    speculation), budget = draft tokens - 1,
+    topology ``chain`` / ``tree-k<topk>`` / ``block``, plant = the draft's agreement, batch = concurrency,
+    mode ``graph`` / ``eager``."""
+    c, p = cell.config, cell.phase
+    if c.algorithm in ("EAGLE", "STANDALONE"):
+        topology = "chain" if c.topk == 1 else f"tree-k{c.topk}"
+    else:
+        topology = {"DFLASH": "block", "DDTREE": "ddtree"}.get(c.algorithm, "")
+    budget = c.budget if c.budget is not None else (c.draft_tokens - 1 if c.draft_tokens else None)
+    backend = f"sglang-{c.algorithm.lower()}" if c.speculative else "sglang-target"
+    return dict(kernel="generate", tier=E2E, backend=backend, arch=arch, case_id=cell.id,
+                budget=budget, topology=topology, plant=c.draft.agree.name if c.draft else "",
+                batch=p.concurrency, block_size=c.draft.block_size if c.algorithm in ("DFLASH", "DDTREE") else None,
+                mode="graph" if c.cuda_graph else "eager", layout="", nodeid=nodeid)
+
+
+@pytest.fixture
+def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
+    """``check(cell) -> Judgement``: run one e2e cell on its server, record it (tier ``e2e``), and skip
+    (no GPU, no SGLang server, unsupported configuration: with the reason) or fail with the verdict's
+    message, the log excerpt and the server's launch command."""
+
+    def check(cell):
+        suite = request.config.stash[SUITE]
+        node = request.node
+        node.stash[E2E_CELL] = cell
+        reason = ddtree_e2e_session.reason(cell.config)
+        if reason:
+            node.stash[VERDICT] = Verdict("skip", reason)
+            pytest.skip(f"{cell.id}: {reason}")
+        if suite.writer is not None:
+            suite.writer.start(e2e_coordinates(cell, suite.e2e_arch(), node.nodeid))
+        try:
+            run = ddtree_e2e_session.run(cell)
+        finally:
+            ddtree_e2e_session.done(cell.config)
+        verdict = run.judgement.verdict
+        node.stash[VERDICT] = verdict
+        node.stash[E2E_EXCERPT] = run.judgement.log_excerpt
+        if run.capture is not None:
+            node.stash[CASE_PATH] = str(run.capture)
+        if verdict.outcome == "pass":
+            return run.judgement
+        launch = Path(suite.e2e_dir) / "servers" / cell.config.id / "launch.json"
+        kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
+        excerpt = f"\nserver log excerpt:\n{run.judgement.log_excerpt}" if run.judgement.log_excerpt else ""
+        pytest.fail(f"{kind}: {cell.id} on {suite.e2e_arch()}: {verdict.message}{excerpt}\n"
+                    f"server: {launch} (argv, env), log {launch.with_name('server.log')}\n"
+                    f"replay: pytest {shlex.quote(node.nodeid)}", pytrace=False)
+
+    return check
 
 
 def replay_line(path: Path, backend, target: Target, nodeid: str, kernel: str = "verify_tree_greedy") -> str:
@@ -476,6 +575,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = (yield).get_result()
     suite = item.config.stash.get(SUITE, None)
     params = getattr(getattr(item, "callspec", None), "params", {})
+    if suite is not None and "ddtree_e2e_cell" in params:
+        _record_e2e(item, report, suite, params["ddtree_e2e_cell"])
+        return
     case = (params.get("ddtree_case") or params.get("ddtree_commit_case") or params.get("ddtree_attention_case")
             or item.stash.get(CELL_CASE, None))
     cell = params.get("ddtree_static_cell")
@@ -503,6 +605,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                              kernel if isinstance(kernel, str) else "verify_tree_greedy")
         record = record_of(coords, verdict, item.stash.get(CASE_PATH, ""), item.stash.get(SANITIZER, ""))
         record.known_issue = issue.id if issue else ""
+        suite.writer.write(record)
+
+
+def _record_e2e(item: pytest.Item, report: pytest.TestReport, suite: Suite, cell) -> None:
+    """Write an e2e cell's result line (its verdict, or the setup error / skip that stopped it)."""
+    if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return
+    verdict = item.stash.get(VERDICT, None)
+    if verdict is None:  # never reached the check: a suite error (or a skip before it)
+        skipped = report.skipped and not hasattr(report, "wasxfail")
+        verdict = Verdict("skip" if skipped else "fault", str(report.longrepr)[:500],
+                          fault_class=None if skipped else "other")
+    report.user_properties += [("ddtree_outcome", verdict.outcome), ("ddtree_tier", E2E)]
+    if suite.writer is not None:
+        record = record_of(e2e_coordinates(cell, suite.e2e_arch(), item.nodeid), verdict,
+                           item.stash.get(CASE_PATH, ""))
+        record.log_excerpt = item.stash.get(E2E_EXCERPT, "")[:4000]
         suite.writer.write(record)
 
 
@@ -547,6 +666,15 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     report.user_properties.append(("ddtree_outcome", line["outcome"]))
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The e2e cells this process will run, in order (after every deselection), for the server plan."""
+    suite = session.config.stash.get(SUITE, None)
+    if suite is not None:
+        suite.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items
+                              if "ddtree_e2e_cell" in getattr(getattr(i, "callspec", None), "params", {})]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     suite = config.stash.get(SUITE, None)
     if suite is None or not suite.resume or suite.writer is None:
@@ -568,12 +696,13 @@ class _Summary:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         if "ddtree_outcome" in props:
-            self.suite.counts[(props.get("ddtree_tier") == STATIC, props["ddtree_outcome"])] += 1
+            tier = props.get("ddtree_tier")
+            self.suite.counts[(E2E if tier == E2E else tier == STATIC, props["ddtree_outcome"])] += 1
         if "ddtree_known_issue" in props:
             self.suite.counts[("known", props["ddtree_known_issue"])] += 1
 
-    def _line(self, static: bool) -> str:
-        return ", ".join(f"{self.suite.counts[(static, o)]} {o}" for o in OUTCOMES)
+    def _line(self, kind) -> str:
+        return ", ".join(f"{self.suite.counts[(kind, o)]} {o}" for o in OUTCOMES)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
         wanted = set(re.findall(r"\bsm\d+\b", config.getoption("markexpr", "") or ""))
@@ -593,6 +722,9 @@ class _Summary:
         if any(counts[(True, o)] for o in OUTCOMES):
             terminalreporter.write_line(f"static cells: {self._line(True)}  (tier static, build cache "
                                         f"{self.suite.static_cache})")
+        if any(counts[(E2E, o)] for o in OUTCOMES):
+            terminalreporter.write_line(f"e2e cells: {self._line(E2E)}  (real SGLang servers on "
+                                        f"{self.suite.e2e_arch()}; logs and captures in {self.suite.e2e_dir})")
         if counts[("known", "xfail")] or counts[("known", "xpass")]:
             terminalreporter.write_line(f"known issues: {counts[('known', 'xfail')]} failed as expected (xfail), "
                                         f"{counts[('known', 'xpass')]} passed (XPASS(strict): fixed? update "

@@ -39,7 +39,7 @@ class ResultRecord:
 
     Attributes:
         kernel: kernel under test (``verify_tree_greedy``, ``fill_accept_out_cache_loc``, ...).
-        tier: ``interpret``, ``device`` or ``static`` (later: ``e2e``).
+        tier: ``interpret``, ``device``, ``static`` or ``e2e`` (a real SGLang server: :mod:`ddtree_compat.e2e`).
         backend: backend name.
         arch: ``sm{major}{minor}`` of the device or of the static tier's compile target, ``interpret``
             for the CPU interpreter.
@@ -53,7 +53,7 @@ class ResultRecord:
         message: what differed / the error / the skip reason.
         fault_class: for faults.
         nodeid: pytest node id (the replay handle).
-        case_path: the case's JSON file (written on failure), or ``""``.
+        case_path: the case's JSON file (written on failure), or ``""``; e2e cells: the capture folder.
         env_id: the ``env`` line this result belongs to.
         sanitizer: path of a compute-sanitizer report for this cell (``--sanitize``), or ``""``.
         time: when the cell finished (Unix seconds).
@@ -61,6 +61,8 @@ class ResultRecord:
             strict xfail), or ``""``.
         shape: verify-attention cells: heads, GQA group, head_dim, prefix and dtype
             (``h32g4d128-pre1000-bf16``); ``""`` for other kernels.
+        log_excerpt: e2e cells: the server log lines around the first fault line (or the log's tail when
+            the server died), else ``""``.
     """
 
     kernel: str
@@ -86,6 +88,7 @@ class ResultRecord:
     sanitizer: str = ""
     known_issue: str = ""
     shape: str = ""
+    log_excerpt: str = ""
 
 
 def _version(module: str) -> str | None:

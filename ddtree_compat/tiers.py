@@ -22,6 +22,10 @@ from .errors import DDTreeInputError
 
 TIERS = ("interpret", "device")
 STATIC = "static"
+E2E = "e2e"
+"""The end-to-end tier (:mod:`ddtree_compat.e2e`): real SGLang servers on the first visible GPU. Like the
+static tier it is not a process's tier: its cells run in any process that collects them (and skip, with
+the reason, where no GPU or no SGLang server can run)."""
 TIER_CHOICES = ("auto", *TIERS)
 
 

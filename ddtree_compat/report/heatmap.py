@@ -19,7 +19,7 @@ import numpy as np
 
 from ..arch import parse_arch
 from ..results import ResultRecord, Results
-from ..tiers import STATIC
+from ..tiers import E2E, STATIC
 from ..topologies import TOPOLOGIES
 from .summary import WORST_FIRST, backend_kernel, cell_status, worst
 
@@ -104,9 +104,9 @@ def render_heatmap(results: Results, path: str | os.PathLike | None = None, titl
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    recs = [r for r in results.records if r.tier != STATIC]  # static cells have no budget: a table, not a map
+    recs = [r for r in results.records if r.tier not in (STATIC, E2E)]  # tabulated, not mapped
     if not recs:
-        raise ValueError("no kernel-run result lines to draw (static cells are tabulated, not mapped)")
+        raise ValueError("no kernel-run result lines to draw (static and e2e cells are tabulated, not mapped)")
     backends = sorted({backend_kernel(r) for r in recs})
     arches = sorted({r.arch for r in recs}, key=_arch_key)
     budgets = sorted({r.budget for r in recs})

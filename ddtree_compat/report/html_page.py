@@ -15,8 +15,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .heatmap import STYLE, render_heatmap
-from .summary import (COUNT_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_rows, env_rows, known_rows,
-                      matrix_columns, matrix_rows, parts, replay_command, summarize, worst)
+from .summary import (COUNT_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_rows, e2e_rows, env_rows,
+                      known_rows, matrix_columns, matrix_rows, parts, replay_command, summarize, worst)
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
                          autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -33,6 +33,8 @@ def render_html(results: Results, png: bytes | None = None, title: str = "DDTree
     png = png if png is not None else render_heatmap(results)
     matrix = [(key, mode, [(worst(c), parts(c)) if c else None for c in cells]) for key, mode, cells in matrix_rows(s)]
     tiles, attention = attention_rows(s)
+    e2e_archs, e2e = e2e_rows(s)
+    e2e = [(key, [(worst(c), parts(c)) if c else None for c in cells]) for key, cells in e2e]
     return _TEMPLATES.get_template("report.html.j2").render(
         title=title,
         generated=time.strftime("%Y-%m-%d %H:%M %Z"),
@@ -47,5 +49,6 @@ def render_html(results: Results, png: bytes | None = None, title: str = "DDTree
         columns=matrix_columns(s), matrix=matrix,
         attention_tiles=tiles,
         attention=[(key, [(worst(c), parts(c)) if c else None for c in cells]) for key, cells in attention],
+        e2e_archs=e2e_archs, e2e=e2e,
         colours={k: v[0] for k, v in STYLE.items()},
     )

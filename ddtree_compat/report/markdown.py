@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ..results import Results
-from .summary import (COUNT_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, attention_rows, count_rows, env_rows,
-                      known_rows, matrix_columns, matrix_rows, parts, replay_command, static_rows, summarize)
+from .summary import (COUNT_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, attention_rows, count_rows, e2e_rows,
+                      env_rows, known_rows, matrix_columns, matrix_rows, parts, replay_command, static_rows, summarize)
 
 
 def _cell(counts: Counter) -> str:
@@ -61,9 +61,10 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
         lines += _table(["backend · arch", "class", "cells"], [[c, f, n] for (c, f), n in sorted(s.faults.items())])
     lines += _known_section(s)
 
-    lines += ["## Matrix (rows: budget x topology; cells aggregate plants and batch sizes)", ""]
     rows = [[*key, mode, *(_cell(c) if c else "" for c in cells)] for key, mode, cells in matrix_rows(s)]
-    lines += _table(["budget", "topology", "layout", "SGLang mode", *matrix_columns(s)], rows)
+    if rows:
+        lines += ["## Matrix (rows: budget x topology; cells aggregate plants and batch sizes)", ""]
+        lines += _table(["budget", "topology", "layout", "SGLang mode", *matrix_columns(s)], rows)
     archs, static = static_rows(s)
     if static:
         lines += ["## Static tier (AOT compile per arch: resources and SASS; rows: backend x kernel x "
@@ -76,10 +77,17 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
                   "arch's choice run on this target; cells aggregate trees, layouts and page sizes)", ""]
         lines += _table(["backend · arch", "shape", *tiles],
                         [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in attention])
+    archs, e2e = e2e_rows(s)
+    if e2e:
+        lines += ["## End to end (a real SGLang server per configuration; rows: server x request phase)", ""]
+        lines += _table(["backend", "configuration-phase", *archs],
+                        [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in e2e])
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""
         lines.append(f"- **{r.outcome}** `{r.nodeid or r.case_id}` ({r.backend} · {r.arch}): {r.message[:400]} {replay}")
+        if r.log_excerpt:  # e2e: the server log around the fault
+            lines += ["", "  ```", *("  " + ln for ln in r.log_excerpt.splitlines()[:20]), "  ```"]
     if len(s.failures) > max_failures:
         lines.append(f"- ... and {len(s.failures) - max_failures} more")
     if not s.failures:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..harness import OUTCOMES
 from ..known_issues import status
-from ..tiers import STATIC
+from ..tiers import E2E, STATIC
 from ..results import ResultRecord, Results
 
 WORST_FIRST = ("fault", "zero-accept", "wrong", "xpass", "xfail", "skip", "pass")
@@ -28,8 +28,8 @@ def backend_kernel(r: ResultRecord) -> str:
 
 
 def column(r: ResultRecord) -> str:
-    if r.tier == STATIC:  # static cells: one column per backend and compile target
-        return f"{r.backend} · {r.arch} · {STATIC}"
+    if r.tier in (STATIC, E2E):  # static cells: per backend and compile target; e2e: per server algorithm
+        return f"{r.backend} · {r.arch} · {r.tier}"
     return f"{backend_kernel(r)} · {r.arch}"
 
 
@@ -160,9 +160,14 @@ def parts(counts: Counter) -> str:
     return ", ".join(f"{counts[o]} {o}" for o in WORST_FIRST if counts[o])
 
 
+def kernel_run(r: ResultRecord) -> bool:
+    """A kernel tier's cell (interpret or device): the ones the budget x topology matrix and heatmap show."""
+    return r.tier not in (STATIC, E2E)
+
+
 def matrix_columns(s: Summary) -> list[str]:
-    """Columns of the budget x topology matrix: those with kernel-run (not static) cells."""
-    return sorted({column(r) for r in s.records if r.tier != STATIC})
+    """Columns of the budget x topology matrix: those with kernel-run (not static, not e2e) cells."""
+    return sorted({column(r) for r in s.records if kernel_run(r)})
 
 
 def matrix_rows(s: Summary) -> list[tuple[tuple, str, list[Counter | None]]]:
@@ -172,7 +177,7 @@ def matrix_rows(s: Summary) -> list[tuple[tuple, str, list[Counter | None]]]:
     cells = s.grouped(lambda r: (r.budget, r.topology, r.layout))
     modes: dict[tuple, set] = {}
     for r in s.records:  # a budget is spine mode at one block size and tree mode at a smaller one
-        if r.tier != STATIC:
+        if kernel_run(r):
             modes.setdefault((r.budget, r.topology, r.layout), set()).add(r.mode)
     cols = matrix_columns(s)
     return [(key, "/".join(sorted(modes[key])), [cells.get((*key, c)) for c in cols]) for key in sorted(modes)]
@@ -216,8 +221,22 @@ def attention_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counte
     return tiles, [(k, [cells.get((*k, t)) for t in tiles]) for k in keys]
 
 
+def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | None]]]]:
+    """The e2e tier's table: ``(archs, rows)``; a row is ``(backend, case id)`` (server configuration and
+    request phase) and, per arch, the Counter of statuses (``None`` where not run)."""
+    recs = [r for r in s.records if r.tier == E2E]
+    archs = sorted({r.arch for r in recs}, key=lambda a: (len(a), a))
+    cells: dict[tuple, Counter] = {}
+    for r in recs:
+        cells.setdefault((r.backend, r.case_id, r.arch), Counter())[cell_status(r)] += 1
+    keys = list(dict.fromkeys((r.backend, r.case_id) for r in recs))
+    return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
+
+
 def replay_command(r: ResultRecord) -> str:
-    """``python -m ddtree_compat replay CASE --backend NAME`` for a failed cell, or ``""``."""
+    """``python -m ddtree_compat replay CASE --backend NAME`` for a failed cell (e2e: the pytest cell), or ``""``."""
+    if r.tier == E2E:
+        return f"pytest '{r.nodeid}'" if r.nodeid else ""
     if not r.case_path:
         return ""
     tier = " --tier interpret" if r.tier == "interpret" else ""

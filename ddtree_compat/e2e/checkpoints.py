@@ -1,0 +1,403 @@
+"""Tiny checkpoints with a known greedy function, written by the suite (config.json + safetensors).
+
+Construction (the derivation is in ``docs/e2e.md``):
+
+* **Token code.** Vocabulary ``V = NA * NB`` (default 8 x 64 = 512). Token ``t`` is the digit pair
+  ``(a, b) = divmod(t, NB)``; its embedding ``e_t`` (hidden size ``H >= NA + NB``) is one-hot in dims
+  ``0..NA-1`` (digit ``a``) plus one-hot in dims ``NA..NA+NB-1`` (digit ``b``), zero elsewhere. So
+  ``e_u . e_t`` counts the digits ``u`` and ``t`` share: 2 for ``u == t``, at most 1 otherwise.
+* **Target** (``Qwen3ForCausalLM``): every attention ``o_proj`` and MLP ``down_proj`` is zero, so the
+  residual stream stays ``e_t`` through every layer whatever attention reads (q/k/v, gate/up are small
+  random weights: the kernels still run on real data, their output is discarded). The final RMSNorm
+  turns ``e_t`` into ``sqrt(H/2) * e_t``, and ``lm_head`` row ``s`` is ``e_{s-1}``: the logit of ``s``
+  is ``sqrt(H/2)`` times the digits ``s-1`` shares with ``t``, largest (by ``sqrt(H/2)``, 8 at H=128)
+  at ``s = t + 1``. Greedy output: ``succ(t) = (t + 1) mod V``, whatever the context.
+* **Drafts** read the same code through a diagonal map ``A = I - 2 D``, ``D`` the indicator of the
+  ``b``-digit dims of a residue class ``S = {b : b mod p == p - 1}`` (:class:`Agreement`). For
+  ``t`` outside ``S``, ``A e_t = e_t``: the draft's top-1 is ``succ(t)``. For ``t`` in ``S`` the
+  ``b`` one-hot flips sign: ``succ(t)`` scores 0 while 63 tokens score 1, so ``succ(t)`` is outside
+  the draft's top-63 (any top-k a tree uses). Logits are scaled by :data:`DRAFT_LOGIT_SCALE` so an
+  agreeing top-1 has probability ``>= 1 - 71 e^-16`` and a tree keeps the whole top-1 chain first.
+  ``p = 1`` never agrees (negative control), no ``p`` always agrees.
+
+  - EAGLE (``LlamaForCausalLMEagle``, SGLang ``models/llama_eagle.py``): SGLang replaces its
+    ``embed_tokens`` and ``lm_head`` by the target's (``eagle_worker_v2.init_lm_head``); its input is
+    ``fc(cat(embed(token), target_hidden))``, so ``fc.weight = scale * [A | 0]`` (``fc.bias = 0``)
+    makes its output ``scale * A e_t`` (o_proj / down_proj zero; layer 0 has no input norm, no final
+    norm) and ignores the target's hidden state.
+  - STANDALONE (``Qwen3ForCausalLM``, 1 layer, own embedding and head:
+    ``standalone_worker_v2``): final norm weight ``scale / sqrt(H/2)``, ``lm_head = W_target A``.
+  - DFLASH (``DFlashDraftModel``, SGLang ``models/dflash.py``): shares the target's embedding and head;
+    drafts come from the mask positions of the block (``dflash_worker_v2``: ``draft_hidden[:, 1:]``),
+    whose input is ``mask_token_id``; with o_proj / down_proj zero every draft is
+    ``succ(mask_token_id)``. With the mask token ``V - 1`` every draft is token 0, so a request
+    whose tokens stay below ``V - 1`` never accepts one.
+
+Tensors are written in bfloat16 (every value here is exact in bfloat16).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+DRAFT_LOGIT_SCALE = 16.0
+"""Draft logits are this times the shared-digit count (EAGLE: ``fc`` gain; STANDALONE: norm x head)."""
+
+WEIGHT_STD = 0.02
+"""Standard deviation of the random q/k/v and gate/up weights (their outputs are zeroed)."""
+
+EAGLE = "EAGLE"
+STANDALONE = "STANDALONE"
+DFLASH = "DFLASH"
+TARGET = "TARGET"
+
+
+@dataclass(frozen=True)
+class TinyShape:
+    """Sizes of the tiny models (defaults: the target seen serving on the lent H200).
+
+    Attributes:
+        digits_a, digits_b: ``NA`` and ``NB``; the vocabulary is ``NA * NB``.
+        hidden: ``H``, at least ``NA + NB``; equals ``heads * head_dim``.
+        heads, kv_heads, head_dim: attention shape (Qwen3: q/k RMSNorm per head).
+        intermediate: MLP width.
+        target_layers: decoder layers of the target.
+        max_positions: ``max_position_embeddings`` (the context length SGLang serves).
+        rope_theta: RoPE base.
+        rms_norm_eps: RMSNorm epsilon.
+    """
+
+    digits_a: int = 8
+    digits_b: int = 64
+    hidden: int = 128
+    heads: int = 2
+    kv_heads: int = 2
+    head_dim: int = 64
+    intermediate: int = 256
+    target_layers: int = 4
+    max_positions: int = 2048
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-6
+
+    @property
+    def vocab(self) -> int:
+        return self.digits_a * self.digits_b
+
+    def __post_init__(self):
+        if self.hidden < self.digits_a + self.digits_b:
+            raise ValueError(f"hidden {self.hidden} < digits_a + digits_b = {self.digits_a + self.digits_b}")
+        if self.hidden != self.heads * self.head_dim:
+            raise ValueError(f"hidden {self.hidden} != heads * head_dim = {self.heads * self.head_dim}")
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Which tokens a draft agrees with the target on.
+
+    A draft *agrees at t* when its greedy output after ``t`` is the target's, ``succ(t)``. It disagrees
+    exactly on ``t`` with ``t mod period == period - 1`` (``period`` divides ``NB``, so ``t mod period``
+    is ``b mod period``); ``period=None`` agrees everywhere, ``period=1`` nowhere.
+
+    Attributes:
+        name: ``always``, ``never`` or ``mod<p>`` (used in ids and directory names).
+        period: ``p`` or ``None``.
+    """
+
+    name: str
+    period: int | None
+
+    def agrees(self, token: int) -> bool:
+        return self.period is None or token % self.period != self.period - 1
+
+    @property
+    def fraction(self) -> float:
+        """Fraction of tokens the draft agrees on: ``1 - 1/p`` (1 for always, 0 for never)."""
+        return 1.0 if self.period is None else 1.0 - 1.0 / self.period
+
+
+ALWAYS = Agreement("always", None)
+NEVER = Agreement("never", 1)
+
+
+def agreement(name: str) -> Agreement:
+    """``always``, ``never`` or ``mod<p>`` (``p`` a power of two, ``2 <= p <= NB``).
+
+    Raises:
+        ValueError: any other name.
+    """
+    if name == "always":
+        return ALWAYS
+    if name == "never":
+        return NEVER
+    if name.startswith("mod") and name[3:].isdigit():
+        p = int(name[3:])
+        if p >= 2 and p & (p - 1) == 0:
+            return Agreement(name, p)
+    raise ValueError(f"agreement {name!r}: expected always, never or mod<p> with p a power of two >= 2")
+
+
+def succ(token: int, vocab: int) -> int:
+    """The target's greedy output after ``token``: ``(token + 1) mod vocab``."""
+    return (token + 1) % vocab
+
+
+def token_code(shape: TinyShape) -> torch.Tensor:
+    """Embedding matrix ``[V, H]`` float32 of 0/1: row ``t`` is one-hot ``a`` plus one-hot ``NA + b``."""
+    t = torch.arange(shape.vocab)
+    code = torch.zeros(shape.vocab, shape.hidden)
+    code[t, t // shape.digits_b] = 1.0
+    code[t, shape.digits_a + t % shape.digits_b] = 1.0
+    return code
+
+
+def successor_head(shape: TinyShape) -> torch.Tensor:
+    """Target ``lm_head`` ``[V, H]``: row ``s`` is ``e_{(s - 1) mod V}``."""
+    return torch.roll(token_code(shape), shifts=1, dims=0)
+
+
+def draft_map(shape: TinyShape, agree: Agreement) -> torch.Tensor:
+    """Diagonal ``A = I - 2 D`` as a ``[H]`` vector of +-1 (``D``: the ``b``-digit dims of the tokens the
+    draft disagrees on)."""
+    diag = torch.ones(shape.hidden)
+    if agree.period is not None:
+        if shape.digits_b % agree.period:
+            raise ValueError(f"period {agree.period} does not divide digits_b {shape.digits_b}")
+        b = torch.arange(shape.digits_b)
+        diag[shape.digits_a + b[b % agree.period == agree.period - 1]] = -1.0
+    return diag
+
+
+def norm_gain(shape: TinyShape) -> float:
+    """RMSNorm of a code row multiplies it by ``sqrt(H / 2)`` (two ones among ``H`` dims)."""
+    return math.sqrt(shape.hidden / 2)
+
+
+def _rand(gen: torch.Generator, *size: int) -> torch.Tensor:
+    return torch.randn(*size, generator=gen) * WEIGHT_STD
+
+
+def _layer(shape: TinyShape, prefix: str, gen: torch.Generator, qk_norm: bool, input_norm: bool = True) -> dict:
+    """One decoder layer: random q/k/v and gate/up, zero o_proj and down_proj, unit norms."""
+    h, q, kv, i = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.intermediate
+    out = {
+        f"{prefix}.self_attn.q_proj.weight": _rand(gen, q, h),
+        f"{prefix}.self_attn.k_proj.weight": _rand(gen, kv, h),
+        f"{prefix}.self_attn.v_proj.weight": _rand(gen, kv, h),
+        f"{prefix}.self_attn.o_proj.weight": torch.zeros(h, q),
+        f"{prefix}.post_attention_layernorm.weight": torch.ones(h),
+        f"{prefix}.mlp.gate_proj.weight": _rand(gen, i, h),
+        f"{prefix}.mlp.up_proj.weight": _rand(gen, i, h),
+        f"{prefix}.mlp.down_proj.weight": torch.zeros(h, i),
+    }
+    if input_norm:
+        out[f"{prefix}.input_layernorm.weight"] = torch.ones(h)
+    if qk_norm:
+        out[f"{prefix}.self_attn.q_norm.weight"] = torch.ones(shape.head_dim)
+        out[f"{prefix}.self_attn.k_norm.weight"] = torch.ones(shape.head_dim)
+    return out
+
+
+def target_tensors(shape: TinyShape, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Weights of the target (HF Qwen3 names): embedding = code, head = successor, mixers zeroed."""
+    gen = torch.Generator().manual_seed(seed)
+    out = {"model.embed_tokens.weight": token_code(shape)}
+    for i in range(shape.target_layers):
+        out.update(_layer(shape, f"model.layers.{i}", gen, qk_norm=True))
+    out["model.norm.weight"] = torch.ones(shape.hidden)
+    out["lm_head.weight"] = successor_head(shape)
+    return out
+
+
+def eagle_tensors(shape: TinyShape, agree: Agreement, seed: int = 1) -> dict[str, torch.Tensor]:
+    """Weights of an EAGLE draft (names as SGLang's ``LlamaForCausalLMEagle.load_weights`` reads them:
+    no ``model.`` prefix; layer 0 has no ``input_layernorm``). ``embed_tokens`` and ``lm_head`` are
+    written for completeness; SGLang replaces both with the target's."""
+    gen = torch.Generator().manual_seed(seed)
+    h = shape.hidden
+    fc = torch.zeros(h, 2 * h)
+    fc[:, :h] = torch.diag(draft_map(shape, agree)) * DRAFT_LOGIT_SCALE
+    out = {"embed_tokens.weight": token_code(shape)}
+    out.update(_layer(shape, "layers.0", gen, qk_norm=False, input_norm=False))
+    out["fc.weight"] = fc
+    out["fc.bias"] = torch.zeros(h)
+    out["lm_head.weight"] = successor_head(shape)
+    return out
+
+
+def standalone_tensors(shape: TinyShape, agree: Agreement, layers: int = 1, seed: int = 2) -> dict[str, torch.Tensor]:
+    """Weights of a STANDALONE draft (a Qwen3 of ``layers`` layers with its own embedding and head)."""
+    gen = torch.Generator().manual_seed(seed)
+    out = {"model.embed_tokens.weight": token_code(shape)}
+    for i in range(layers):
+        out.update(_layer(shape, f"model.layers.{i}", gen, qk_norm=True))
+    out["model.norm.weight"] = torch.full((shape.hidden,), DRAFT_LOGIT_SCALE / norm_gain(shape))
+    out["lm_head.weight"] = successor_head(shape) * draft_map(shape, agree)
+    return out
+
+
+def dflash_tensors(shape: TinyShape, target_layer_ids: list[int], seed: int = 3) -> dict[str, torch.Tensor]:
+    """Weights of a DFlash draft (SGLang ``DFlashDraftModel``): one Qwen3-style layer, ``fc``
+    ``[H, K*H]`` (K target features), ``hidden_norm``, ``norm``; embedding and head are the target's."""
+    gen = torch.Generator().manual_seed(seed)
+    h = shape.hidden
+    out = _layer(shape, "layers.0", gen, qk_norm=True)
+    out["fc.weight"] = _rand(gen, h, len(target_layer_ids) * h)
+    out["hidden_norm.weight"] = torch.ones(h)
+    out["norm.weight"] = torch.ones(h)
+    return out
+
+
+def _qwen3_config(shape: TinyShape, layers: int) -> dict:
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "vocab_size": shape.vocab,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": shape.max_positions,
+        "rms_norm_eps": shape.rms_norm_eps,
+        "rope_parameters": {"rope_type": "default", "rope_theta": shape.rope_theta},
+        "rope_theta": shape.rope_theta,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": False,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "max_window_layers": layers,
+        "layer_types": ["full_attention"] * layers,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "torch_dtype": "bfloat16",
+        "use_cache": True,
+    }
+
+
+def target_config(shape: TinyShape) -> dict:
+    """config.json of the target (HF ``Qwen3Config`` fields)."""
+    return _qwen3_config(shape, shape.target_layers)
+
+
+def standalone_config(shape: TinyShape, layers: int = 1) -> dict:
+    return _qwen3_config(shape, layers)
+
+
+def eagle_config(shape: TinyShape) -> dict:
+    """config.json of an EAGLE draft (HF ``LlamaConfig`` fields, architecture ``LlamaForCausalLMEagle``)."""
+    return {
+        "architectures": ["LlamaForCausalLMEagle"],
+        "model_type": "llama",
+        "vocab_size": shape.vocab,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": 1,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": shape.max_positions,
+        "rms_norm_eps": shape.rms_norm_eps,
+        "rope_parameters": {"rope_type": "default", "rope_theta": shape.rope_theta},
+        "rope_theta": shape.rope_theta,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "tie_word_embeddings": False,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "pad_token_id": None,
+        "torch_dtype": "bfloat16",
+    }
+
+
+def dflash_config(shape: TinyShape, block_size: int, target_layer_ids: list[int], mask_token_id: int) -> dict:
+    """config.json of a DFlash draft (SGLang ``parse_dflash_draft_config``: ``block_size``,
+    ``dflash_config.target_layer_ids`` each ``<= target layers - 2``, ``mask_token`` and
+    ``mask_token_id`` (``< V``; required with ``--skip-tokenizer-init``))."""
+    cfg = _qwen3_config(shape, 1)
+    cfg["architectures"] = ["DFlashDraftModel"]
+    cfg["block_size"] = block_size
+    cfg["dflash_config"] = {"block_size": block_size, "target_layer_ids": list(target_layer_ids),
+                            "mask_token": "<|MASK|>", "mask_token_id": mask_token_id}
+    return cfg
+
+
+def dflash_layer_ids(shape: TinyShape) -> list[int]:
+    """Target layers a DFlash draft reads: ``1 .. target_layers - 2`` (the last two excluded)."""
+    return list(range(1, max(2, shape.target_layers - 1)))
+
+
+def write_checkpoint(path: str | Path, config: dict, tensors: dict[str, torch.Tensor]) -> Path:
+    """Write ``config.json`` and ``model.safetensors`` (bfloat16) into ``path``; return the folder.
+
+    Raises:
+        ValueError: a tensor value is not exactly representable in bfloat16 where it must be (the code,
+            head and maps are 0/+-1/scale), or a tensor is not finite.
+    """
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, t in tensors.items():
+        if not torch.isfinite(t).all():
+            raise ValueError(f"tensor {name} has non-finite values")
+        out[name] = t.to(torch.bfloat16).contiguous()
+    save_file(out, str(path / "model.safetensors"), metadata={"format": "pt"})
+    (path / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def load_checkpoint(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
+    """``(config, tensors)`` of a folder written by :func:`write_checkpoint` (tensors as stored)."""
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    return json.loads((path / "config.json").read_text(encoding="utf-8")), load_file(str(path / "model.safetensors"))
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    """A draft checkpoint to write: algorithm family and agreement (``DFLASH``: never agrees)."""
+
+    algorithm: str
+    agree: Agreement
+    block_size: int = 16
+
+    @property
+    def name(self) -> str:
+        if self.algorithm == DFLASH:
+            return f"dflash-b{self.block_size}"
+        return f"{self.algorithm.lower()}-{self.agree.name}"
+
+
+def write_target(root: str | Path, shape: TinyShape = TinyShape()) -> Path:
+    """Write the target under ``root/target``."""
+    return write_checkpoint(Path(root) / "target", target_config(shape), target_tensors(shape))
+
+
+def write_draft(root: str | Path, spec: DraftSpec, shape: TinyShape = TinyShape()) -> Path:
+    """Write one draft under ``root/<spec.name>``.
+
+    Raises:
+        ValueError: unknown algorithm.
+    """
+    path = Path(root) / spec.name
+    if spec.algorithm == EAGLE:
+        return write_checkpoint(path, eagle_config(shape), eagle_tensors(shape, spec.agree))
+    if spec.algorithm == STANDALONE:
+        return write_checkpoint(path, standalone_config(shape), standalone_tensors(shape, spec.agree))
+    if spec.algorithm == DFLASH:
+        ids = dflash_layer_ids(shape)
+        return write_checkpoint(path, dflash_config(shape, spec.block_size, ids, shape.vocab - 1),
+                                dflash_tensors(shape, ids))
+    raise ValueError(f"draft algorithm {spec.algorithm!r}: expected {EAGLE}, {STANDALONE} or {DFLASH}")

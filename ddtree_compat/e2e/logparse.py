@@ -1,0 +1,180 @@
+"""Read what a live SGLang server reports: its log, ``/metrics`` and ``/server_info``.
+
+* ``Decode batch`` lines (``scheduler_components/metrics_reporter.py``, one per decode batch with
+  ``--decode-log-interval 1``): ``#running-req: N``, ``accept len: X.XX``, ``accept rate: Y.YY``,
+  ``cuda graph: True|False``, ``gen throughput (token/s): Z``. Older versions wrote ``Decode batch.``.
+  ``accept len`` is accepted drafts + 1 averaged over the batch's requests: 1.00 means nothing accepted.
+* Fault lines: CUDA errors (illegal instruction / memory access, misaligned address, device-side assert),
+  ``Traceback``, ``Scheduler hit an exception``, a Rust panic (the radix-tree extension's, seen on the
+  lent H200) and the like (:data:`FAULT_PATTERNS`), classified with
+  :func:`ddtree_compat.faults.classify` like the kernel tiers' faults.
+* ``/metrics`` (Prometheus text, ``--enable-metrics``): parsed with ``prometheus_client``; each sample
+  name's values summed over its label sets.
+* ``/server_info``: ``internal_states[0].avg_spec_accept_length`` (older: ``/get_server_info``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..faults import classify
+
+FAULT_PATTERNS: tuple[str, ...] = (
+    "Scheduler hit an exception",
+    "Traceback",
+    "CUDA error",
+    "illegal instruction",
+    "illegal memory access",
+    "misaligned address",
+    "device-side assert",
+    "unspecified launch failure",
+    "CUDA out of memory",
+    "Segmentation fault",
+    "core dumped",
+    "watchdog timeout",
+    "panicked at",
+)
+"""Substrings (case-insensitive) that make a log line a fault line."""
+
+BENIGN_PATTERNS: tuple[str, ...] = ()
+"""Fault lines known to be harmless (substrings); none so far. Add one only with the captured line that
+needs it, in a fixture."""
+
+_DECODE = re.compile(r"Decode batch\b")
+_FIELDS = {
+    "running": re.compile(r"#running-req: (\d+)"),
+    "accept_len": re.compile(r"accept len: ([0-9]+(?:\.[0-9]+)?)"),
+    "accept_rate": re.compile(r"accept rate: ([0-9]+(?:\.[0-9]+)?)"),
+    "cuda_graph": re.compile(r"\b(?:cuda|cpu|npu|musa) graph: (True|False)"),
+    "gen_throughput": re.compile(r"gen throughput \(token/s\): ([0-9]+(?:\.[0-9]+)?)"),
+}
+
+
+@dataclass(frozen=True)
+class DecodeLine:
+    """One ``Decode batch`` log line; a field is ``None`` when the line does not carry it.
+
+    Attributes:
+        line_no: 0-based line number in the text parsed.
+        running: ``#running-req`` (the batch size the accept length averages over).
+        accept_len: ``accept len`` (speculative servers only).
+        accept_rate: ``accept rate``.
+        cuda_graph: whether the batch ran as a CUDA graph replay.
+        gen_throughput: ``gen throughput (token/s)`` since the previous line.
+        text: the line.
+    """
+
+    line_no: int
+    running: int | None
+    accept_len: float | None
+    accept_rate: float | None
+    cuda_graph: bool | None
+    gen_throughput: float | None
+    text: str
+
+
+def parse_decode_line(line: str, line_no: int = 0) -> DecodeLine | None:
+    """The fields of a ``Decode batch`` line, or ``None`` for any other line."""
+    if not _DECODE.search(line):
+        return None
+    got = {k: (m.group(1) if (m := rx.search(line)) else None) for k, rx in _FIELDS.items()}
+    return DecodeLine(
+        line_no,
+        int(got["running"]) if got["running"] else None,
+        float(got["accept_len"]) if got["accept_len"] else None,
+        float(got["accept_rate"]) if got["accept_rate"] else None,
+        None if got["cuda_graph"] is None else got["cuda_graph"] == "True",
+        float(got["gen_throughput"]) if got["gen_throughput"] else None,
+        line.rstrip("\n"),
+    )
+
+
+def decode_lines(text: str) -> list[DecodeLine]:
+    """Every ``Decode batch`` line of ``text``, in order."""
+    out = []
+    for n, line in enumerate(text.splitlines()):
+        d = parse_decode_line(line, n)
+        if d is not None:
+            out.append(d)
+    return out
+
+
+def weighted_accept(lines: list[DecodeLine]) -> float | None:
+    """``sum(running * accept_len) / sum(running)`` over lines carrying both (what ``/server_info``
+    accumulates, up to the 2-decimal rounding of each line), or ``None``."""
+    pairs = [(d.running, d.accept_len) for d in lines if d.running and d.accept_len is not None]
+    n = sum(r for r, _ in pairs)
+    return sum(r * a for r, a in pairs) / n if n else None
+
+
+@dataclass(frozen=True)
+class FaultLine:
+    """A log line matching :data:`FAULT_PATTERNS` (0-based ``line_no``) and the pattern it matched."""
+
+    line_no: int
+    pattern: str
+    text: str
+
+
+def fault_lines(text: str, benign: tuple[str, ...] = BENIGN_PATTERNS) -> list[FaultLine]:
+    """Fault lines of ``text`` (case-insensitive), minus lines holding a ``benign`` substring."""
+    out = []
+    for n, line in enumerate(text.splitlines()):
+        low = line.lower()
+        if any(b.lower() in low for b in benign):
+            continue
+        for p in FAULT_PATTERNS:
+            if p.lower() in low:
+                out.append(FaultLine(n, p, line.rstrip("\n")))
+                break
+    return out
+
+
+def excerpt(text: str, line_no: int, before: int = 5, after: int = 30, limit: int = 4000) -> str:
+    """Lines ``line_no - before .. line_no + after`` of ``text``, at most ``limit`` characters."""
+    lines = text.splitlines()
+    lo, hi = max(0, line_no - before), min(len(lines), line_no + after + 1)
+    out = "\n".join(lines[lo:hi])
+    return out if len(out) <= limit else out[: limit - 15] + "\n... (cut)"
+
+
+def classify_log(text: str, hits: list[FaultLine]) -> str:
+    """Fault class (:data:`ddtree_compat.faults.FAULT_CLASSES`) of a log with fault lines: the CUDA
+    error if any line names one, else the class of the first hit's excerpt."""
+    for h in hits:
+        cls = classify(h.text)
+        if cls != "other":
+            return cls
+    return classify(excerpt(text, hits[0].line_no)) if hits else "other"
+
+
+def metric_values(text: str) -> dict[str, list[float]]:
+    """Prometheus text -> ``{sample name: [value per label set]}`` (``sglang:...``).
+
+    Raises:
+        ImportError: ``prometheus_client`` is not installed.
+        ValueError: the text is not Prometheus exposition format.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append(float(s.value))
+    return out
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> ``{sample name: value summed over label sets}`` (counters; a gauge written by one
+    process has one nonzero label set). Raises as :func:`metric_values`."""
+    return {k: sum(v) for k, v in metric_values(text).items()}
+
+
+def server_info_accept(info: dict) -> float | None:
+    """``internal_states[0].avg_spec_accept_length`` of a ``/server_info`` response, or ``None``."""
+    states = info.get("internal_states") or []
+    if states and isinstance(states[0], dict):
+        value = states[0].get("avg_spec_accept_length")
+        return float(value) if value is not None else None
+    return None

@@ -1,0 +1,457 @@
+"""Launch, probe and stop real SGLang servers; never leave one behind.
+
+* :func:`probe` asks the installed SGLang (in a child with the server's environment) which command-line
+  flags ``ServerArgs`` defines, which ``SpeculativeAlgorithm`` members exist, which optional modules
+  import (``flashinfer`` for DFLASH) and whether the HTTP server imports at all.
+* :func:`server_argv` builds ``python -m sglang.launch_server ...`` for a :class:`~.configs.ServerConfig`
+  from the flags the probe found; a configuration the installed SGLang cannot express gets a reason
+  (:func:`unavailable_reason`): a skip, never a pass.
+* :class:`ServerProcess` starts the server bound to 127.0.0.1 on a free port in its own process group
+  (``start_new_session``), with its stdout and stderr written straight to a log file; the child also
+  gets ``PR_SET_PDEATHSIG`` = SIGKILL, so it dies with this process even on SIGKILL, and SGLang's own
+  workers die with it (``kill_itself_when_parent_died``). :meth:`ServerProcess.wait_ready` polls
+  ``/ready`` (``/health`` on servers without it) until a deadline, failing fast if the child exits;
+  :meth:`ServerProcess.stop` sends SIGTERM to the whole group, then SIGKILL, and kills by pid any
+  descendant that left the group. Every started server is registered: :func:`stop_all` runs at exit
+  and on SIGTERM/SIGHUP (the signal then goes on as before).
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import checkpoints as ck
+from .configs import DDTREE, ServerConfig
+
+SERVER_MODULE = os.environ.get("DDTREE_E2E_SERVER_MODULE", "sglang.launch_server")
+"""The module run as the server (``python -m SERVER_MODULE``). Another module is a stand-in (the CPU tests'
+``tests/e2e/fake_sglang.py``): it must answer ``--ddtree-probe`` with the probe's JSON line."""
+
+DEFAULTS = {
+    "mem_fraction_static": float(os.environ.get("DDTREE_E2E_MEM_FRACTION", "0.25")),
+    "max_total_tokens": int(os.environ.get("DDTREE_E2E_MAX_TOTAL_TOKENS", "16384")),
+}
+
+_PROBE = r"""
+import importlib, importlib.util, json, sys
+out = {"python": sys.version.split()[0], "error": None, "flags": [], "algorithms": [], "modules": {}}
+try:
+    import sglang
+    out["sglang"] = getattr(sglang, "__version__", None)
+    import argparse
+    from sglang.srt.server_args import ServerArgs
+    p = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(p)
+    out["flags"] = sorted(o for a in p._actions for o in a.option_strings)
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    out["algorithms"] = [m.name for m in SpeculativeAlgorithm]
+    for m in ("flashinfer", "sgl_kernel", "uvicorn", "fastapi", "prometheus_client", "transformers"):
+        out["modules"][m] = importlib.util.find_spec(m) is not None
+    importlib.import_module("sglang.srt.entrypoints.http_server")
+except BaseException as e:
+    out["error"] = f"{type(e).__name__}: {e}"[:600]
+print("DDTREE_PROBE " + json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the installed SGLang offers (from :func:`probe`).
+
+    Attributes:
+        sglang: version string.
+        flags: every ``--option`` of ``ServerArgs``.
+        algorithms: ``SpeculativeAlgorithm`` member names.
+        modules: optional modules -> importable (``flashinfer``, ``sgl_kernel``, ...).
+        error: why the probe (or the HTTP server import) failed, else ``None``.
+    """
+
+    sglang: str | None = None
+    flags: frozenset[str] = frozenset()
+    algorithms: tuple[str, ...] = ()
+    modules: dict[str, bool] = field(default_factory=dict)
+    error: str | None = None
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
+
+
+def server_env(base: dict | None = None) -> dict[str, str]:
+    """The server child's environment: this process's (``PYTHONPATH`` and SGLang settings included),
+    offline hub, unbuffered output, no Triton interpreter, no shared Prometheus directory."""
+    env = dict(os.environ if base is None else base)
+    env.pop("TRITON_INTERPRET", None)
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)  # each server makes its own: shared, their metrics would mix
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def probe(env: dict[str, str] | None = None, python: str = sys.executable, timeout: float = 240.0) -> Capabilities:
+    """Run the probe in a child process (same interpreter and environment as the servers)."""
+    cmd = [python, "-c", _PROBE] if SERVER_MODULE == "sglang.launch_server" else [python, "-m", SERVER_MODULE,
+                                                                                  "--ddtree-probe"]
+    try:
+        proc = subprocess.run(cmd, env=server_env(env), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return Capabilities(error=f"probe timed out after {timeout:.0f}s")
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DDTREE_PROBE ")), None)
+    if line is None:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return Capabilities(error=f"probe exited {proc.returncode}: {' | '.join(tail)[:600]}")
+    d = json.loads(line[len("DDTREE_PROBE "):])
+    return Capabilities(d.get("sglang"), frozenset(d.get("flags", ())), tuple(d.get("algorithms", ())),
+                        d.get("modules", {}), d.get("error"))
+
+
+def unavailable_reason(config: ServerConfig, caps: Capabilities) -> str:
+    """Why the installed SGLang cannot run ``config`` (``""`` when it can)."""
+    if caps.error:
+        return f"sglang server unavailable: {caps.error}"
+    if config.speculative:
+        if config.algorithm not in caps.algorithms:
+            return (f"SpeculativeAlgorithm of sglang {caps.sglang} has no {config.algorithm} "
+                    f"(members: {', '.join(caps.algorithms)})")
+        if config.algorithm == ck.DFLASH and not caps.modules.get("flashinfer"):
+            return ("DFLASH needs flashinfer, which does not import here: its draft sampling calls "
+                    "flashinfer.sampling.top_p_renorm_probs on CUDA (sglang/kernels/ops/sampling/renorm.py)")
+    missing = [f for f in _required_flags(config) if not caps.has(f)]
+    if missing:
+        return f"sglang {caps.sglang} has no {', '.join(missing)}"
+    return ""
+
+
+def _required_flags(config: ServerConfig) -> list[str]:
+    flags = ["--model-path", "--host", "--port", "--attention-backend", "--sampling-backend",
+             "--disable-radix-cache", "--skip-tokenizer-init", "--dtype", "--mem-fraction-static",
+             "--max-total-tokens", "--enable-metrics", "--decode-log-interval"]
+    if config.speculative:
+        flags += ["--speculative-algorithm", "--speculative-draft-model-path"]
+    if config.algorithm in (ck.EAGLE, ck.STANDALONE):
+        flags += ["--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"]
+    if config.algorithm == ck.DFLASH:
+        flags += ["--speculative-num-draft-tokens"]
+    if config.algorithm == DDTREE:
+        flags += ["--speculative-ddtree-budget"]
+    return flags
+
+
+def server_argv(config: ServerConfig, caps: Capabilities, target: Path, draft: Path | None, port: int,
+                nccl_port: int | None = None, python: str = sys.executable) -> list[str]:
+    """``python -m sglang.launch_server ...`` for ``config`` (flags known to work on the lent H200:
+    ``../shared/device-sglang/README.md``). Radix cache off (its Rust extension panics there); greedy
+    requests need no tokenizer; one ``Decode batch`` line per decode batch; metrics on."""
+    argv = [python, "-m", SERVER_MODULE, "--model-path", str(target), "--host", "127.0.0.1",
+            "--port", str(port), "--attention-backend", "triton", "--sampling-backend", "pytorch",
+            "--disable-radix-cache", "--skip-tokenizer-init", "--dtype", "bfloat16",
+            "--mem-fraction-static", str(DEFAULTS["mem_fraction_static"]),
+            "--max-total-tokens", str(DEFAULTS["max_total_tokens"]),
+            "--enable-metrics", "--decode-log-interval", "1"]
+    if caps.has("--max-running-requests"):
+        argv += ["--max-running-requests", str(max(8, config.max_batch))]
+    if caps.has("--random-seed"):
+        argv += ["--random-seed", "0"]
+    if nccl_port is not None and caps.has("--nccl-port"):
+        argv += ["--nccl-port", str(nccl_port)]
+    argv += _graph_flags(config, caps)
+    if config.speculative:
+        argv += ["--speculative-algorithm", config.algorithm, "--speculative-draft-model-path", str(draft)]
+    if config.algorithm in (ck.EAGLE, ck.STANDALONE):
+        argv += ["--speculative-num-steps", str(config.steps), "--speculative-eagle-topk", str(config.topk),
+                 "--speculative-num-draft-tokens", str(config.draft_tokens)]
+    elif config.algorithm == ck.DFLASH:
+        argv += ["--speculative-num-draft-tokens", str(config.draft_tokens)]
+    elif config.algorithm == DDTREE:
+        argv += ["--speculative-ddtree-budget", str(config.budget)]
+    return argv
+
+
+def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
+    if not config.cuda_graph:
+        if caps.has("--disable-cuda-graph"):
+            return ["--disable-cuda-graph"]
+        return ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
+    bs = str(max(8, config.max_batch))
+    for flag in ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"):
+        if caps.has(flag):
+            return [flag, bs]
+    return []
+
+
+def free_port(taken: set[int] | None = None) -> int:
+    """A TCP port free on 127.0.0.1 now, not in ``taken`` (added to it)."""
+    taken = taken if taken is not None else set()
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            return port
+    raise RuntimeError("no free port found in 100 tries")
+
+
+class ServerStartError(RuntimeError):
+    """A server exited or missed its readiness deadline.
+
+    Attributes:
+        fault_class: ``hang`` for a missed deadline, else the class read from the log.
+        excerpt: the log lines around the first fault line (or the log's tail).
+    """
+
+    def __init__(self, message: str, fault_class: str, excerpt: str):
+        super().__init__(message)
+        self.fault_class = fault_class
+        self.excerpt = excerpt
+
+
+_LIVE: dict[int, "ServerProcess"] = {}
+_LOCK = threading.Lock()
+_HANDLERS_INSTALLED = False
+
+
+def _set_pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def stop_many(servers: list["ServerProcess"], grace_s: float = 10.0) -> list[int]:
+    """Stop servers together: SIGTERM to every group at once, one shared grace period, then SIGKILL to
+    what is left (so eight servers take ~``grace_s``, not eight times it). Returns pids left alive."""
+    for s in servers:
+        s.terminate()
+    deadline = time.time() + grace_s
+    for s in servers:
+        if s.proc is not None:
+            try:
+                s.proc.wait(timeout=max(0.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                pass
+    left: list[int] = []
+    for s in servers:
+        left += s.stop(grace_s=0.5)
+    return left
+
+
+def stop_all() -> None:
+    """Stop every server this process started and has not stopped (atexit, signals, session end)."""
+    with _LOCK:
+        live = list(_LIVE.values())
+    stop_many(live)
+
+
+def _install_handlers() -> None:
+    """``stop_all`` at exit and on SIGTERM / SIGHUP, then the previous handler (or the default action)."""
+    global _HANDLERS_INSTALLED
+    if _HANDLERS_INSTALLED or threading.current_thread() is not threading.main_thread():
+        return
+    _HANDLERS_INSTALLED = True
+    atexit.register(stop_all)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        previous = signal.getsignal(sig)
+
+        def handler(signum, frame, previous=previous):
+            stop_all()
+            if callable(previous):
+                previous(signum, frame)
+            elif previous == signal.SIG_IGN:
+                return
+            else:
+                raise KeyboardInterrupt(f"signal {signum}: servers stopped")
+
+        signal.signal(sig, handler)
+
+
+class ServerProcess:
+    """One server child. ``argv`` runs with ``env``; output goes to ``log_path``.
+
+    Attributes:
+        name: the configuration id.
+        port: the HTTP port on 127.0.0.1.
+        proc: the ``Popen`` (``None`` before :meth:`start`).
+        ready_s: seconds from start to ready (``None`` until ready).
+        ready_offset: log size in bytes when it became ready (the startup log is ``[0, ready_offset)``).
+    """
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: str | Path, port: int):
+        self.name, self.argv, self.env, self.port = name, argv, env, port
+        self.log_path = Path(log_path)
+        self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0
+        self.ready_s: float | None = None
+        self.ready_offset = 0
+        self.descendants: set[int] = set()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "ServerProcess":
+        """Start the child (own session and process group; stdout+stderr -> log file)."""
+        _install_handlers()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True,
+                                         preexec_fn=_set_pdeathsig)
+        self.started_at = time.time()
+        with _LOCK:
+            _LIVE[self.proc.pid] = self
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size if self.log_path.exists() else 0
+
+    def read_log(self, start: int = 0, end: int | None = None) -> str:
+        """The log from byte ``start`` to ``end`` (decoded leniently)."""
+        if not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as f:
+            f.seek(start)
+            data = f.read() if end is None else f.read(max(0, end - start))
+        return data.decode("utf-8", "replace")
+
+    def settle_log(self, quiet: float = 0.4, limit: float = 5.0) -> int:
+        """Wait until the log has not grown for ``quiet`` seconds (at most ``limit``); its size."""
+        size, since, t0 = self.log_size(), time.time(), time.time()
+        while time.time() - t0 < limit:
+            time.sleep(0.1)
+            now = self.log_size()
+            if now != size:
+                size, since = now, time.time()
+            elif time.time() - since >= quiet:
+                break
+        return size
+
+    def _snapshot_descendants(self) -> None:
+        try:
+            import psutil
+
+            self.descendants |= {c.pid for c in psutil.Process(self.proc.pid).children(recursive=True)}
+        except Exception:  # noqa: BLE001 - psutil missing or the process is gone
+            pass
+
+    def wait_ready(self, deadline_s: float, poll_s: float = 1.0) -> float:
+        """Poll until the server answers ``/ready`` (or ``/health``) with 200; seconds taken.
+
+        Raises:
+            ServerStartError: the child exited, or ``deadline_s`` passed (``hang``).
+        """
+        import requests
+
+        from .logparse import classify_log, excerpt, fault_lines
+
+        path = "/ready"
+        while True:
+            if not self.alive():
+                text = self.read_log()
+                hits = fault_lines(text)
+                where = hits[0].line_no if hits else len(text.splitlines()) - 1
+                raise ServerStartError(
+                    f"server {self.name} exited with code {self.proc.returncode if self.proc else None} after "
+                    f"{time.time() - self.started_at:.0f}s before it was ready (log {self.log_path})",
+                    classify_log(text, hits) if hits else "other", excerpt(text, where, before=30, after=10))
+            elapsed = time.time() - self.started_at
+            if elapsed > deadline_s:
+                text = self.read_log()
+                raise ServerStartError(f"server {self.name} not ready after {elapsed:.0f}s (deadline {deadline_s:.0f}s; "
+                                       f"log {self.log_path})", "hang",
+                                       excerpt(text, len(text.splitlines()) - 1, before=30, after=0))
+            try:
+                r = requests.get(self.base_url + path, timeout=5)
+                if r.status_code == 404 and path == "/ready":
+                    path = "/health"
+                    continue
+                if r.status_code == 200:
+                    self.ready_s = time.time() - self.started_at
+                    self.ready_offset = self.settle_log(quiet=0.3, limit=2.0)
+                    self._snapshot_descendants()
+                    return self.ready_s
+            except requests.RequestException:
+                pass
+            time.sleep(poll_s)
+
+    def terminate(self) -> None:
+        """SIGTERM to the whole process group, without waiting (see :meth:`stop`)."""
+        if self.alive():
+            self._snapshot_descendants()
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def stop(self, grace_s: float = 10.0) -> list[int]:
+        """Stop the whole process group (SIGTERM, then SIGKILL after ``grace_s``) and any descendant
+        that left it; returns the pids still alive afterwards (``[]`` when all are gone)."""
+        if self.proc is None:
+            return []
+        if self.alive():
+            self._snapshot_descendants()
+        pgid = self.proc.pid  # start_new_session: the child leads its own group
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pgid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=wait)
+                if not _group_alive(pgid):
+                    break
+            except subprocess.TimeoutExpired:
+                continue
+        leftover = [p for p in self.descendants if _pid_alive(p)]
+        for p in leftover:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        with _LOCK:
+            _LIVE.pop(self.proc.pid, None)
+        time.sleep(0.2 if leftover else 0)
+        return [p for p in leftover if _pid_alive(p)]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return any(_pid_alive(int(p)) for p in os.listdir("/proc") if p.isdigit() and _pgid_of(int(p)) == pgid)
+
+
+def _pgid_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None

@@ -1,0 +1,252 @@
+"""One pytest session's servers: checkpoints, capability probe, launch plan, baseline, teardown.
+
+Servers start together (up to ``DDTREE_E2E_PARALLEL``, default 8, at once on the one GPU; each takes a
+small slice: ``--mem-fraction-static`` 0.25 of the memory free at its start and ``--max-total-tokens``
+16384) when the first e2e cell needs one, in the order of the selected cells; a server stops as soon
+as its last selected cell is done, which makes room for the next. The target-only server also answers
+the lossless baseline (every prompt of the plan, once). :meth:`E2ESession.close` (a session finalizer)
+stops whatever is left; :mod:`.server` also stops them at exit and on SIGTERM.
+
+Environment: ``DDTREE_E2E_PARALLEL`` (servers starting or running at once), ``DDTREE_E2E_READY_S``
+(readiness deadline per server, default 360), ``DDTREE_E2E_REQUEST_S`` (per request, default 120),
+``DDTREE_E2E_MEM_FRACTION``, ``DDTREE_E2E_MAX_TOTAL_TOKENS``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..arch import Gpu
+from . import checkpoints as ck
+from .configs import Phase, ServerConfig, drafts, plan
+from .expect import PhaseExpectation
+from .runner import Judgement, Observation, judge, judge_negative_control, run_phase, save_capture
+from .server import (DEFAULTS, SERVER_MODULE, Capabilities, ServerProcess, ServerStartError, free_port, probe,
+                     server_argv, server_env, stop_many, unavailable_reason)
+
+READY_S = float(os.environ.get("DDTREE_E2E_READY_S", "360"))
+REQUEST_S = float(os.environ.get("DDTREE_E2E_REQUEST_S", "120"))
+PARALLEL = int(os.environ.get("DDTREE_E2E_PARALLEL", "8"))
+
+
+@dataclass(frozen=True)
+class E2ECell:
+    """One pytest cell: a server configuration and one of its phases."""
+
+    config: ServerConfig
+    phase: Phase
+
+    @property
+    def id(self) -> str:
+        return f"{self.config.id}-{self.phase.name}"
+
+
+def cells(profile: str) -> list[E2ECell]:
+    """Every cell of ``profile``, the target-only server's first."""
+    return [E2ECell(c, p) for c in plan(profile) for p in c.phases]
+
+
+@dataclass
+class CellRun:
+    """The outcome of :meth:`E2ESession.run`: the judgement, or the reason the server is unusable."""
+
+    judgement: Judgement
+    observation: Observation | None
+    capture: Path | None
+
+
+class E2ESession:
+    """The e2e tier's state for one pytest process (see the module docstring)."""
+
+    def __init__(self, root: str | Path, profile: str, gpus: list[Gpu], shape: ck.TinyShape = ck.TinyShape()):
+        self.root = Path(root)
+        self.profile, self.gpus, self.shape = profile, gpus, shape
+        self.configs = {c.id: c for c in plan(profile)}
+        self.pending: Counter = Counter()
+        self.order: list[str] = []
+        self.servers: dict[str, ServerProcess] = {}
+        self.failed: dict[str, ServerStartError] = {}
+        self.used: set[str] = set()
+        self.ports: set[int] = set()
+        self._caps: Capabilities | None = None
+        self._checkpoints: dict[str, Path] | None = None
+        self._baseline: dict[tuple, list[int]] | None = None
+        self._baseline_error: str | None = None
+        self.env = server_env()
+        self.planned = True
+
+    # ------------------------------------------------------------------------------------ selection
+    def select(self, selected: list[E2ECell], planned: bool = True) -> None:
+        """Record the cells this process will run (from collection), in run order. ``planned=False``
+        (an xdist worker, which collects every cell but runs some): no prefetch, and servers stop only
+        at session end."""
+        self.planned = planned
+        if not planned:
+            return
+        for c in selected:
+            self.pending[c.config.id] += 1
+            if c.config.id not in self.order:
+                self.order.append(c.config.id)
+        if any(c.config.speculative for c in selected) and "target" not in self.order:
+            self.order.insert(0, "target")  # the lossless baseline
+
+    # ------------------------------------------------------------------------------------ availability
+    def host_reason(self) -> str:
+        """Why this host cannot run any server (``""`` when it can)."""
+        if not self.gpus:
+            return ("no GPU visible (NVML / torch.cuda): the e2e tier launches a real SGLang server "
+                    "(python -m sglang.launch_server) on a CUDA GPU")
+        if any(g.fake for g in self.gpus) and SERVER_MODULE == "sglang.launch_server":
+            return "GPUs are faked (DDTREE_FAKE_GPUS): no device to launch a server on"
+        return ""
+
+    @property
+    def caps(self) -> Capabilities:
+        if self._caps is None:
+            self._caps = probe(self.env)
+            self.root.mkdir(parents=True, exist_ok=True)
+            (self.root / "capabilities.json").write_text(json.dumps(
+                {"sglang": self._caps.sglang, "algorithms": self._caps.algorithms, "modules": self._caps.modules,
+                 "error": self._caps.error, "flags": sorted(self._caps.flags)}, indent=1))
+        return self._caps
+
+    def reason(self, config: ServerConfig) -> str:
+        """Why ``config`` cannot run here (``""`` when it can): host, probe, flags, algorithm, modules."""
+        return self.host_reason() or unavailable_reason(config, self.caps)
+
+    # ------------------------------------------------------------------------------------ checkpoints
+    def checkpoints(self) -> dict[str, Path]:
+        """Write the target and every draft the plan needs (once per session); name -> folder."""
+        if self._checkpoints is None:
+            base = self.root / "checkpoints"
+            out = {"target": ck.write_target(base, self.shape)}
+            for spec in drafts(list(self.configs.values())):
+                out[spec.name] = ck.write_draft(base, spec, self.shape)
+            self._checkpoints = out
+        return self._checkpoints
+
+    # ------------------------------------------------------------------------------------ servers
+    def _launch(self, config: ServerConfig) -> None:
+        if config.id in self.servers or config.id in self.failed or self.reason(config):
+            return
+        paths = self.checkpoints()
+        port, nccl = free_port(self.ports), free_port(self.ports)
+        argv = server_argv(config, self.caps, paths["target"], paths[config.draft.name] if config.draft else None,
+                           port, nccl)
+        folder = self.root / "servers" / config.id
+        folder.mkdir(parents=True, exist_ok=True)
+        keep = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK", "HF_HUB_OFFLINE")
+        (folder / "launch.json").write_text(json.dumps({
+            "argv": argv, "env": {k: self.env.get(k) for k in keep}, "sglang": self.caps.sglang,
+            "defaults": DEFAULTS, "config": config.id}, indent=1))
+        self.servers[config.id] = ServerProcess(config.id, argv, self.env, folder / "server.log", port).start()
+
+    def prefetch(self) -> None:
+        """Start the servers of the selected cells, in order, while fewer than ``PARALLEL`` run."""
+        if not self.planned:
+            return
+        for cid in self.order:
+            running = sum(1 for s in self.servers.values() if s.alive())
+            if running >= PARALLEL:
+                break
+            if self.pending[cid] > 0 or cid == "target" and self._baseline is None:
+                self._launch(self.configs[cid])
+
+    def server(self, config: ServerConfig) -> ServerProcess:
+        """The ready server of ``config`` (started now if it is not yet).
+
+        Raises:
+            ServerStartError: it exited or missed the readiness deadline (remembered for its other cells).
+        """
+        if config.id in self.failed:
+            raise self.failed[config.id]
+        self.prefetch()
+        self._launch(config)
+        if config.id not in self.servers:
+            raise ServerStartError(f"server {config.id} not launched: {self.reason(config)}", "other", "")
+        s = self.servers[config.id]
+        if s.ready_s is None:
+            try:
+                s.wait_ready(READY_S)
+            except ServerStartError as e:
+                self.failed[config.id] = e
+                s.stop()
+                raise
+        return s
+
+    def done(self, config: ServerConfig) -> None:
+        """A cell of ``config`` finished: stop its server after its last cell (the target-only server
+        once the baseline is taken too), then start the next ones."""
+        if not self.planned:
+            return
+        self.pending[config.id] -= 1
+        if self.pending[config.id] <= 0 and config.id in self.servers:
+            if config.id != "target" or self._baseline is not None or self._baseline_error is not None:
+                self.servers[config.id].stop()
+        self.prefetch()
+
+    # ------------------------------------------------------------------------------------ baseline
+    def baseline(self) -> tuple[dict[tuple, list[int]] | None, str]:
+        """Target-only outputs for every prompt of the plan (``(outputs, "")``), or ``(None, why not)``."""
+        if self._baseline is None and self._baseline_error is None:
+            target = self.configs["target"]
+            why = self.reason(target)
+            if why:
+                self._baseline_error = why
+            else:
+                try:
+                    s = self.server(target)
+                    reqs = [r for p in target.phases for r in p.requests]
+                    phase = Phase("baseline", len(reqs), tuple(reqs))
+                    obs = run_phase(s, phase, REQUEST_S, first=False)
+                    verdict = judge(target, phase, target.expectation(phase, self.shape), obs).verdict
+                    if verdict.outcome != "pass":
+                        self._baseline_error = f"target-only baseline run: {verdict.outcome}: {verdict.message[:300]}"
+                    else:
+                        self._baseline = {r.prompt: list(resp["output_ids"]) for r, resp in zip(reqs, obs.responses)}
+                except ServerStartError as e:
+                    self._baseline_error = f"target-only server did not start: {e}"
+                if self.planned and self.pending["target"] <= 0 and "target" in self.servers:
+                    self.servers["target"].stop()
+        return self._baseline, self._baseline_error or ""
+
+    # ------------------------------------------------------------------------------------ one cell
+    def run(self, cell: E2ECell) -> CellRun:
+        """Run and judge one cell on its (ready) server; save its capture. Server start failures become
+        a ``fault`` judgement with the log excerpt."""
+        from ..harness import Verdict
+
+        config, phase = cell.config, cell.phase
+        t0 = time.time()
+        try:
+            server = self.server(config)
+        except ServerStartError as e:
+            return CellRun(Judgement(Verdict("fault", str(e), duration_s=time.time() - t0, fault_class=e.fault_class),
+                                     log_excerpt=e.excerpt), None, None)
+        baseline, why = self.baseline()
+        if config.id == "target":  # judged against the designed chain only
+            baseline, why = None, ""
+        expect = config.expectation(phase, self.shape)
+        first = config.id not in self.used
+        self.used.add(config.id)
+        obs = run_phase(server, phase, REQUEST_S, first)
+        twin: PhaseExpectation | None = None
+        if config.negative_control:
+            twin = config.agreeing_twin().expectation(phase, self.shape)
+            judgement = judge_negative_control(config, phase, obs, expect, twin, baseline)
+        else:
+            judgement = judge(config, phase, expect, obs, baseline)
+        if why and config.id != "target":
+            judgement.verdict.message += f" (lossless check against the target-only run not made: {why})"
+        capture = save_capture(self.root / "servers" / config.id / phase.name, config, phase, expect, obs, judgement,
+                               baseline, twin)
+        return CellRun(judgement, obs, capture)
+
+    def close(self) -> list[int]:
+        """Stop every server (together); pids left alive (should be none)."""
+        return stop_many(list(self.servers.values()))

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The e2e tier on a GPU host whose SGLang comes from ../shared/device-sglang/build-carry.sh (unpacked in
+# /tmp/sgl_site), from the repo root:   bash scripts/e2e-device.sh "$OUT"
+# Writes into OUT (5 files): e2e.jsonl (results, tier e2e), e2e-pytest.log, e2e.md and e2e.html (report),
+# e2e-captures.tar.gz (server logs, launch commands, per-phase captures: unpack into
+# tests/e2e/fixtures/captures/ to make them parsing fixtures). pytest is stopped at E2E_BUDGET_S seconds
+# (default 540) so the report and the tarball still get written inside a 10-minute call.
+set -uo pipefail
+OUT=${1:?usage: bash scripts/e2e-device.sh OUT_DIR}
+WORK=${E2E_WORK:-/tmp/e2e}
+export PYTHONPATH=/tmp/sgl_site:/tmp/sgl_site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1
+mkdir -p "$OUT"
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/e2e-pytest.log" 2>&1
+timeout -s TERM "${E2E_BUDGET_S:-540}" python3 -m pytest tests/e2e/test_serve.py tests/e2e/test_checkpoints.py \
+  -p no:cacheprovider -rA --ddtree-static=off --ddtree-results "$OUT/e2e.jsonl" --ddtree-e2e-dir "$WORK" \
+  >> "$OUT/e2e-pytest.log" 2>&1
+echo "pytest exit: $?" >> "$OUT/e2e-pytest.log"
+python3 -m ddtree_compat report "$OUT/e2e.jsonl" -o "$OUT/e2e.md" --html "$OUT/e2e.html" >> "$OUT/e2e-pytest.log" 2>&1 \
+  || echo "report not rendered here (render it from e2e.jsonl on the CPU machine)" >> "$OUT/e2e-pytest.log"
+tar czf "$OUT/e2e-captures.tar.gz" -C "$WORK" --exclude=./checkpoints . 2>> "$OUT/e2e-pytest.log"
+rm -f "$OUT/e2e.jsonl.lock"
+ls -la "$OUT" >> "$OUT/e2e-pytest.log"

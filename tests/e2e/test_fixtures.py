@@ -1,0 +1,104 @@
+"""Log, metrics and server-info parsing against real SGLang output (CI).
+
+Two sources: ``fixtures/quoted.json`` (lines and values quoted in the project's notes from real runs) and
+``fixtures/captures/`` (whole phases captured by the e2e tier on a GPU: server log, ``/generate``
+responses, ``/metrics`` text, ``/server_info``, and the verdict given there). Adding a capture folder is
+all it takes: every one found is parsed and judged again here, and must give the verdict it got live.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddtree_compat.e2e import logparse
+from ddtree_compat.e2e.runner import ACCEPT_GAUGE, GEN_TOKENS, VERIFY_CALLS, load_capture, rejudge
+from ddtree_compat.faults import classify
+
+FIXTURES = Path(__file__).with_name("fixtures")
+QUOTED = json.loads((FIXTURES / "quoted.json").read_text())
+CAPTURES = sorted(p.parent for p in (FIXTURES / "captures").rglob("capture.json"))
+SERVER_LOGS = sorted((FIXTURES / "captures").rglob("server.log"))
+NONE_YET = "no device captures under tests/e2e/fixtures/captures yet (run the e2e tier on a GPU; docs/e2e.md)"
+
+
+def _ids(items, key):
+    return [f"{i}-{x[key][:30]}" for i, x in enumerate(items)]
+
+
+@pytest.mark.parametrize("q", QUOTED["decode"], ids=_ids(QUOTED["decode"], "text"))
+def test_quoted_decode_lines(q):
+    d = logparse.parse_decode_line(q["text"])
+    assert d is not None, q["source"]
+    assert d.accept_len == q["accept_len"]
+
+
+@pytest.mark.parametrize("q", QUOTED["server_info"], ids=_ids(QUOTED["server_info"], "source"))
+def test_quoted_server_info(q):
+    assert logparse.server_info_accept(q["json"]) == q["accept_len"]
+
+
+@pytest.mark.parametrize("q", QUOTED["faults"], ids=_ids(QUOTED["faults"], "text"))
+def test_quoted_fault_lines(q):
+    line = f"[2026-11-30 00:00:00] {q['text']}"
+    hits = logparse.fault_lines(line)
+    assert hits, q
+    assert logparse.classify_log(line, hits) == q["class"] == classify(q["text"])
+
+
+def test_not_a_decode_line():
+    assert logparse.parse_decode_line("Prefill batch, #new-seq: 1, #new-token: 4") is None
+
+
+def test_quoted_names_are_the_ones_the_runner_reads():
+    assert ACCEPT_GAUGE in QUOTED["metric_names"]["names"]
+    import inspect
+
+    from ddtree_compat.e2e import runner
+
+    src = inspect.getsource(runner)
+    assert all(f'"{k}"' in src for k in QUOTED["meta_info_keys"]["keys"])
+
+
+@pytest.mark.skipif(not CAPTURES, reason=NONE_YET)
+@pytest.mark.parametrize("folder", CAPTURES, ids=[str(p.relative_to(FIXTURES / "captures")) for p in CAPTURES])
+def test_capture_is_judged_as_it_was_live(folder):
+    config, phase, expect, obs, baseline, twin, meta = load_capture(folder)
+    j = rejudge(folder)
+    assert j.verdict.outcome == meta["verdict"]["outcome"], j.verdict.message
+    assert j.verdict.fault_class == meta["verdict"]["fault_class"]
+    assert (j.cross.outcome if j.cross else None) == meta["verdict"]["cross"]
+    for key in ("tokens", "decode_lines", "meta_accept", "metrics_accept", "log_accept", "server_info_accept",
+                "gauge_accept"):
+        assert j.measured.get(key) == meta["measured"].get(key), key
+
+
+@pytest.mark.skipif(not CAPTURES, reason=NONE_YET)
+@pytest.mark.parametrize("folder", CAPTURES, ids=[str(p.relative_to(FIXTURES / "captures")) for p in CAPTURES])
+def test_capture_parses_completely(folder):
+    """Every Decode batch line yields its fields; metrics carry the counters the judge reads."""
+    config, phase, expect, obs, *_ = load_capture(folder)
+    for d in logparse.decode_lines(obs.history):
+        assert d.running is not None and d.cuda_graph is not None and d.gen_throughput is not None, d.text
+        if config.speculative:
+            assert d.accept_len is not None and d.accept_rate is not None, d.text
+    if obs.metrics_after:
+        m = logparse.parse_metrics(obs.metrics_after)
+        assert GEN_TOKENS in m
+        if config.speculative:
+            assert VERIFY_CALLS in m and ACCEPT_GAUGE in m
+    if config.speculative and obs.server_info:
+        assert logparse.server_info_accept(obs.server_info) is not None
+    for r in obs.responses:
+        if r is not None and config.speculative:
+            assert {"spec_verify_ct", "spec_num_correct_drafts", "spec_accept_length"} <= set(r["meta_info"])
+
+
+@pytest.mark.skipif(not SERVER_LOGS, reason=NONE_YET)
+@pytest.mark.parametrize("log", SERVER_LOGS, ids=[str(p.relative_to(FIXTURES / "captures")) for p in SERVER_LOGS])
+def test_server_log_of_a_passing_server_has_no_fault_line(log):
+    """A server whose every phase passed logged no fault line: the fault scan has no false positive."""
+    verdicts = [json.loads(c.read_text())["verdict"]["outcome"] for c in log.parent.rglob("capture.json")]
+    if not verdicts or any(v != "pass" for v in verdicts):
+        pytest.skip(f"{log.parent.name}: not every phase passed ({verdicts})")
+    assert logparse.fault_lines(log.read_text(errors="replace")) == []

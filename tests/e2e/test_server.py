@@ -1,0 +1,222 @@
+"""The server harness: readiness deadline, fault on early exit, teardown of the whole process group
+(also on SIGTERM and when this process is SIGKILLed), feature-detected flags. Runs on the CPU with
+``fake_server.py`` standing in for ``sglang.launch_server`` (and the real probe of the installed SGLang)."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ddtree_compat.e2e import checkpoints as ck
+from ddtree_compat.e2e import server as srv
+from ddtree_compat.e2e.configs import DDTREE, plan
+from ddtree_compat.e2e.server import Capabilities, ServerProcess, ServerStartError
+
+FAKE = Path(__file__).with_name("fake_server.py")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def alive(pid: int) -> bool:
+    return srv._pid_alive(pid)
+
+
+def wait_for(path: Path, seconds: float = 20.0) -> str:
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        if path.exists() and path.read_text().strip():
+            return path.read_text()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never written")
+
+
+def tree(pid: int) -> set[int]:
+    import psutil
+
+    return {pid} | {c.pid for c in psutil.Process(pid).children(recursive=True)}
+
+
+@pytest.fixture
+def launch(tmp_path):
+    made: list[ServerProcess] = []
+
+    def start(mode: str) -> ServerProcess:
+        port = srv.free_port()
+        argv = [sys.executable, str(FAKE), "--port", str(port), "--mode", mode, "--pidfile", str(tmp_path / f"{mode}.pids")]
+        s = ServerProcess(mode, argv, srv.server_env(), tmp_path / f"{mode}.log", port).start()
+        made.append(s)
+        return s
+
+    yield start
+    for s in made:
+        s.stop()
+
+
+def test_ready_then_stop_leaves_no_process(launch, tmp_path):
+    s = launch("ready")
+    assert s.wait_ready(30, poll_s=0.1) < 30
+    pids = tree(s.proc.pid)
+    wait_for(tmp_path / "ready.pids")
+    time.sleep(0.3)
+    pids |= tree(s.proc.pid)
+    assert len(pids) >= 3  # server, its worker, the worker's child
+    assert "fake server starting in mode ready" in s.read_log()
+    assert s.stop() == []
+    assert not [p for p in pids if alive(p)]
+    assert s.stop() == []  # idempotent
+
+
+def test_a_worker_that_left_the_group_is_killed_too(launch, tmp_path):
+    s = launch("escape")
+    s.wait_ready(30, poll_s=0.1)
+    escaped = int(wait_for(tmp_path / "escape.pids").split()[-1])
+    assert os.getpgid(escaped) != os.getpgid(s.proc.pid)
+    s._snapshot_descendants()
+    assert s.stop() == [] and not alive(escaped)
+
+
+def test_exit_before_ready_is_a_classified_fault(launch):
+    s = launch("crash")
+    with pytest.raises(ServerStartError) as e:
+        s.wait_ready(30, poll_s=0.1)
+    assert "exited with code 3" in str(e.value)
+    assert e.value.fault_class == "illegal-instruction"
+    assert "Scheduler hit an exception" in e.value.excerpt
+
+
+def test_missed_deadline_is_a_hang(launch):
+    s = launch("never")
+    t0 = time.time()
+    with pytest.raises(ServerStartError) as e:
+        s.wait_ready(1.5, poll_s=0.1)
+    assert e.value.fault_class == "hang" and time.time() - t0 < 10
+    assert s.stop() == []
+
+
+def test_health_when_there_is_no_ready_route(launch):
+    assert launch("health-only").wait_ready(30, poll_s=0.1) < 30
+
+
+_PARENT = """
+import sys, time
+sys.path.insert(0, {root!r})
+from ddtree_compat.e2e import server as srv
+port = srv.free_port()
+s = srv.ServerProcess("p", [sys.executable, {fake!r}, "--port", str(port), "--mode", "ready"], srv.server_env(),
+                      {log!r}, port).start()
+s.wait_ready(30, poll_s=0.1)
+print(s.proc.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
+def test_servers_die_with_their_parent(tmp_path, sig):
+    """SIGTERM: the handler stops every server. SIGKILL: nothing runs in the parent, PR_SET_PDEATHSIG
+    kills the server (SGLang's own workers follow it: ``kill_itself_when_parent_died``)."""
+    code = _PARENT.format(root=str(ROOT), fake=str(FAKE), log=str(tmp_path / "p.log"))
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        server_pid = int(parent.stdout.readline())
+        workers = tree(server_pid) - {server_pid}
+        os.kill(parent.pid, sig)
+        parent.wait(timeout=30)
+        t0 = time.time()
+        while alive(server_pid) and time.time() - t0 < 15:
+            time.sleep(0.1)
+        assert not alive(server_pid)
+        if sig == signal.SIGTERM:
+            time.sleep(0.5)
+            assert not [p for p in workers if alive(p)]
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for p in tree(server_pid) if "server_pid" in locals() and alive(server_pid) else ():
+            os.kill(p, signal.SIGKILL)
+        for p in (workers if "workers" in locals() else ()):  # the fake's workers have no death signal
+            if alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+ALL_FLAGS = frozenset(
+    f for c in plan("full") for f in srv._required_flags(c)) | {"--disable-cuda-graph", "--cuda-graph-max-bs-decode",
+                                                             "--max-running-requests", "--random-seed", "--nccl-port"}
+CAPS = Capabilities("0.5.23", ALL_FLAGS, ("EAGLE", "STANDALONE", "DFLASH", DDTREE), {"flashinfer": True})
+
+
+def test_argv_from_detected_flags():
+    configs = {c.id: c for c in plan("default")}
+    argv = srv.server_argv(configs["eagle-k2-s6-d13-mod4-graph"], CAPS, Path("T"), Path("D"), 30000, 30001)
+    joined = " ".join(argv)
+    assert argv[1:3] == ["-m", "sglang.launch_server"]
+    for part in ("--host 127.0.0.1", "--port 30000", "--disable-radix-cache", "--skip-tokenizer-init",
+                 "--speculative-algorithm EAGLE", "--speculative-draft-model-path D", "--speculative-num-steps 6",
+                 "--speculative-eagle-topk 2", "--speculative-num-draft-tokens 13", "--cuda-graph-max-bs-decode 8",
+                 "--nccl-port 30001", "--decode-log-interval 1", "--enable-metrics"):
+        assert part in joined
+    assert "--disable-cuda-graph" not in argv
+    eager = srv.server_argv(configs["eagle-k1-s8-d9-never-eager"], CAPS, Path("T"), Path("D"), 1, None)
+    assert "--disable-cuda-graph" in eager and "--nccl-port" not in eager
+    newer = dataclasses.replace(CAPS, flags=CAPS.flags - {"--disable-cuda-graph", "--nccl-port"})
+    argv = srv.server_argv(configs["eagle-k1-s8-d9-never-eager"], newer, Path("T"), Path("D"), 1, 2)
+    assert "--cuda-graph-backend-decode" in argv and "--nccl-port" not in argv
+    target = srv.server_argv(configs["target"], CAPS, Path("T"), None, 1, None)
+    assert not [a for a in target if a.startswith("--speculative")]
+    ddtree = srv.server_argv(configs["ddtree-b8-never-eager"], CAPS, Path("T"), Path("D"), 1, None)
+    assert "--speculative-ddtree-budget" in ddtree and ddtree[ddtree.index("--speculative-ddtree-budget") + 1] == "8"
+
+
+def test_unavailable_reasons():
+    configs = {c.id: c for c in plan("default")}
+    assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], CAPS) == ""
+    no_ddtree = dataclasses.replace(CAPS, algorithms=("EAGLE", "STANDALONE", "DFLASH"))
+    assert "has no DDTREE" in srv.unavailable_reason(configs["ddtree-b8-never-eager"], no_ddtree)
+    no_fi = dataclasses.replace(CAPS, modules={"flashinfer": False})
+    assert "flashinfer" in srv.unavailable_reason(configs["dflash-b16-never-eager"], no_fi)
+    assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_fi) == ""
+    old = dataclasses.replace(CAPS, flags=CAPS.flags - {"--speculative-eagle-topk"})
+    assert "--speculative-eagle-topk" in srv.unavailable_reason(configs["eagle-k4-s3-d9-mod2-eager"], old)
+    broken = dataclasses.replace(CAPS, error="ModuleNotFoundError: No module named 'uvicorn'")
+    assert "uvicorn" in srv.unavailable_reason(configs["target"], broken)
+
+
+def test_probe_of_the_installed_sglang():
+    """The real probe (a child process importing the installed SGLang): every flag the suite passes exists,
+    and the algorithms are what the plan assumes (sglang 0.5.23 has no DDTREE)."""
+    pytest.importorskip("sglang")
+    caps = srv.probe()
+    assert caps.flags, caps.error
+    ok = dataclasses.replace(caps, error=None, modules={**caps.modules, "flashinfer": True})
+    for c in plan("full"):
+        reason = srv.unavailable_reason(c, ok)
+        if c.algorithm == DDTREE and DDTREE not in caps.algorithms:
+            assert "has no DDTREE" in reason
+        else:
+            assert reason == "", (c.id, reason)
+    assert {"EAGLE", "STANDALONE", "DFLASH"} <= set(caps.algorithms)
+    assert caps.has("--disable-cuda-graph") or caps.has("--cuda-graph-backend-decode")
+
+
+def test_server_env_drops_the_interpreter_and_keeps_the_path(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setenv("PYTHONPATH", "/tmp/sgl_site")
+    env = srv.server_env()
+    assert "TRITON_INTERPRET" not in env and env["PYTHONPATH"] == "/tmp/sgl_site"
+    assert env["HF_HUB_OFFLINE"] == "1" and env["PYTHONUNBUFFERED"] == "1"
+
+
+def test_free_ports_are_distinct():
+    taken: set[int] = set()
+    ports = [srv.free_port(taken) for _ in range(5)]
+    assert len(set(ports)) == 5 and taken == set(ports)
+
+
+def test_checkpoint_folder_names_match_the_plan(tmp_path):
+    for spec in {c.draft for c in plan("full") if c.draft}:
+        assert ck.write_draft(tmp_path, spec).name == spec.name
+    assert json.loads((tmp_path / "eagle-never" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle"]

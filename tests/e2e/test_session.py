@@ -1,0 +1,60 @@
+"""The e2e tier end to end on the CPU: a real pytest session whose servers are ``fake_sglang.py`` (the tiny
+checkpoints served by the reference forward, reporting like SGLang). Covers the session's launch plan,
+readiness, phases, the judge, result lines (tier ``e2e``), captures, the report and teardown; the GPU run
+replaces only the server (``docs/e2e.md``)."""
+
+import json
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST = (Path(__file__).with_name("test_serve.py")).read_text()
+# draft checkpoint -> how its stand-in server misbehaves (the others are honest)
+MODES = "eagle-always=zero-accept,standalone-always=fault,standalone-mod4=crash"
+SELECT = "target or eagle-k1-s8-d9 or eagle-k4 or standalone or dflash"
+
+
+def test_one_session_of_stand_in_servers(pytester, monkeypatch):
+    env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": "120",
+           "FAKE_SGLANG_MODES": MODES, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for name in [n for n in os.environ if n.startswith("DDTREE_")]:  # CI exports DDTREE_REQUIRE_BACKENDS
+        monkeypatch.delenv(name)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pytester.makepyfile(test_serve=TEST)
+    results = pytester.path / "e2e.jsonl"
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-static=off", "-m", "e2e", "-k", SELECT,
+                                        "--ddtree-results", str(results), "--ddtree-e2e-dir", str(pytester.path / "e2e"))
+    res = {r["case_id"]: r for r in map(json.loads, results.read_text().splitlines()) if r["kind"] == "result"}
+    assert all(r["tier"] == "e2e" and r["arch"] == "sm90" for r in res.values())
+    # honest servers pass; the negative control measures 1.00 and the zero-accept check reports it
+    for cid in ("target-bs1", "target-c4", "eagle-k4-s3-d9-mod2-eager-c4", "eagle-k1-s8-d9-never-eager-bs1",
+                "eagle-k1-s8-d9-never-eager-c4"):
+        assert res[cid]["outcome"] == "pass", res[cid]["message"]
+    assert "zero-accept check reports it" in res["eagle-k1-s8-d9-never-eager-c4"]["message"]
+    assert "expected 2.00" in res["eagle-k4-s3-d9-mod2-eager-bs1"]["message"]
+    # the field symptom, a logged CUDA fault, a server that dies at start
+    assert res["eagle-k1-s8-d9-always-eager-bs1"]["outcome"] == "zero-accept"
+    fault = res["standalone-k1-s3-d4-always-eager-c4"]
+    assert (fault["outcome"], fault["fault_class"]) == ("fault", "illegal-instruction")
+    assert "illegal instruction" in fault["log_excerpt"] and "accept len 1.00" in fault["message"]
+    for phase in ("bs1", "c4"):
+        crash = res[f"standalone-k1-s8-d9-mod4-graph-{phase}"]
+        assert (crash["outcome"], crash["fault_class"]) == ("fault", "illegal-memory-access")
+        assert "exited with code 1" in crash["message"] and "Scheduler hit an exception" in crash["log_excerpt"]
+    assert "flashinfer" in res["dflash-b16-never-eager-bs1"]["message"]
+    out.assert_outcomes(passed=6, failed=6, skipped=2)
+    assert "e2e cells: 6 pass, 0 wrong, 2 zero-accept, 4 fault, 2 skip" in out.stdout.str()
+    # captures for the parsing fixtures, and the report's e2e table
+    from ddtree_compat.e2e.runner import rejudge
+
+    for cid in ("eagle-k1-s8-d9-never-eager-bs1", "eagle-k1-s8-d9-always-eager-c4", "standalone-k1-s3-d4-always-eager-bs1"):
+        cap = Path(res[cid]["case_path"])
+        assert (cap / "capture.json").exists() and (cap.parent / "server.log").exists()
+        assert rejudge(cap).verdict.outcome == res[cid]["outcome"]  # what tests/e2e/test_fixtures.py does
+    from ddtree_compat.cli import main
+
+    md = pytester.path / "r.md"
+    assert main(["report", str(results), "-o", str(md), "--html", str(md.with_suffix(".html"))]) == 0
+    text = md.read_text()
+    assert "## End to end" in text and "eagle-k1-s8-d9-never-eager-bs1" in text and "illegal instruction" in text
