@@ -13,12 +13,12 @@ from dataclasses import dataclass, fields
 import torch
 
 from .cases import VerifyCase
-from .oracle import to_eagle, verify_greedy_eagle
+from .oracle import PADDING_SLOT, to_eagle, verify_greedy_eagle
 
 POISON = -0x2DD7EE  # never a token, index or count; fits int32
 CANARY = 0x5CA9A7  # distinct from POISON and from -1 padding
 CANARY_BAND = 32
-PADDING = -1
+PADDING = PADDING_SLOT  # node slots past D in buffers sized for capacity C
 
 
 @dataclass
