@@ -13,12 +13,12 @@ from dataclasses import dataclass, fields
 import torch
 
 from .cases import VerifyCase
-from .oracle import to_eagle, verify_greedy_eagle
+from .oracle import PADDING_SLOT, to_eagle, verify_greedy_eagle
 
 POISON = -0x2DD7EE  # never a token, index or count; fits int32
 CANARY = 0x5CA9A7  # distinct from POISON and from -1 padding
 CANARY_BAND = 32
-PADDING = -1
+PADDING = PADDING_SLOT  # node slots past D in buffers sized for capacity C
 # 2-byte float outputs (attention): poison and canaries are bit patterns in an int16 allocation. The poison
 # is a quiet NaN with a payload no arithmetic produces (computed NaNs are canonical: 0x7E00 / 0x7FC0), so
 # "never written" and "wrote NaN" stay apart; the canary is a finite value no attention output reaches.

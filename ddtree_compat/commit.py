@@ -8,6 +8,10 @@ accepted nodes' slots where they are; earlier PR #27509: compact their K/V rows 
   ``fill_accept_out_cache_loc``: the kept slots ``out_cache_loc[accept_index != -1]``, compacted in
   order. ``accept_index`` int32 ``[bs * S]`` (-1 past each path), ``out_cache_loc`` int64 ``[bs * C]``,
   output int64 ``[sum(accept_len)]``.
+* ``front_out_cache_loc(num_front, out_cache_loc, front_out_cache_loc)``: SGLang
+  ``fill_front_out_cache_loc_func``: the first ``num_front[b]`` (``accept_lens``) slots of each
+  request's verify block, compacted in order: where SGLang 0.5.23's tree commit moves the accepted
+  K/V (``move_accept_tokens_to_target_kvcache``). ``num_front`` int32 ``[bs]``.
 * ``commit_outputs(predict, accept_index, accept_lens, seq_lens) -> (new_seq_lens, bonus)``: SGLang
   ``prepare_verify_commit_outputs``: ``seq_lens + accept_lens`` and the bonus token
   ``predict[accept_index[b, accept_lens[b] - 1]]``. It allocates its outputs itself (so no poison).
@@ -15,11 +19,20 @@ accepted nodes' slots where they are; earlier PR #27509: compact their K/V rows 
   ``bonus[b] = accept_tokens[b * S + accept_lens[b] - 1]``.
 * ``assign_req_to_token(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc)``:
   SGLang ``assign_req_to_token_pool``: ``req_to_token[row_b, seq_len_b : seq_len_b + accept_len_b]``
-  = that request's kept slots (the compacted list, requests in order). ``req_to_token`` int32
+  = that request's committed slots (the compacted list, requests in order). ``req_to_token`` int32
   ``[rows, max_context]``.
-* ``move_kv(k_buffers, v_buffers, tgt_loc, src_loc)``: SGLang ``move_kv_cache_native`` (per-layer
+* ``move_kv(k_buffers, v_buffers, tgt_loc, src_loc)``: the token KV pool's ``move_kv_cache``
+  (SGLang ``copy_all_layer_kv_cache_tiled``, or ``move_kv_cache_native``; per-layer
   ``[slots, heads, head_dim]`` pools): rows at ``src_loc`` copied to ``tgt_loc`` (the first
   ``accept_len`` slots of each request's verify block), all reads before any write.
+
+Which slots a commit keeps, frees and gives back is :func:`ddtree_compat.oracle.commit_plan`'s (page
+size 1: in place; page size > 1: compacting, the tail released page-aligned). The freed-slot set a
+kernel's output implies is checked against it by :func:`freed_set_report`: for the kept slots of
+``accept_out_cache_loc`` (page size 1), the front slots of ``front_out_cache_loc`` and the release
+boundary ``ceil_align(new_seq_len, page_size)`` of ``commit_outputs`` (page size > 1). SGLang frees
+with plain torch and Python (``mem_cache.common._release_overallocated_kv_indices`` and the
+allocator's ``free``, no kernel), so the set is derived here from the kernels' outputs.
 
 Every verify grid case feeds one commit case; its slot layout (page size 1 / 16 / 64, allocation at
 the pool's start, at its end, or crossing a page boundary) and KV layout (heads, head_dim 64 / 128 /
@@ -38,11 +51,11 @@ import numpy as np
 import torch
 
 from .backends import COMMIT_KERNELS
-from .buffers import POISON, Guarded, canary_report
+from .buffers import PADDING, POISON, Guarded, canary_report
 from .cases import VerifyCase, _seed, grid
 from .errors import CaseError
 from .harness import Verdict, fault_verdict, synchronize
-from .oracle import CommitPlan, commit_plan
+from .oracle import CommitPlan, commit_plan, release_boundary
 from .tiers import Target
 
 KERNELS = COMMIT_KERNELS
@@ -172,12 +185,13 @@ def layout(case: CommitCase) -> CommitLayout:
         prefix = [(x // p) * p + p - 2 + p for x in prefix]  # the verify block starts 2 slots before a page end
     pages_per_req = [-(-(x + d) // p) for x in prefix]
     total_pages = sum(pages_per_req) + 4
-    pool_pages = total_pages + (0 if case.placement == "pool-end" else 64)
+    pool_pages = total_pages + (0 if case.placement == "pool-end" else 8)  # free pages after the requests' own
     first = pool_pages - total_pages if case.placement == "pool-end" else 1
     pages = list(range(first, first + total_pages))
     rng.shuffle(pages)  # requests own scattered pages
     out_cache_loc = torch.full((bs * cap,), -1, dtype=torch.int64)
-    max_context = max(x + d for x in prefix) + 8
+    # a pool-wide row length, as SGLang's ReqToTokenPool has (assign_req_to_token_pool specialises on it)
+    max_context = -(-(max(x + d for x in prefix) + 8) // 256) * 256
     rows = bs + 3
     req_pool_indices = torch.tensor(rng.permutation(rows)[:bs], dtype=torch.int64)
     req_to_token = torch.full((rows, max_context), POISON, dtype=torch.int32)
@@ -194,7 +208,7 @@ def layout(case: CommitCase) -> CommitLayout:
     for b, (req, res) in enumerate(zip(v.requests, results)):
         accept_index[b, :len(res.path)] = torch.tensor([b * cap + k for k in res.path], dtype=torch.int32)
         predict[b * cap:b * cap + d] = torch.tensor(req.target_predict, dtype=torch.int32)
-    plans = tuple(commit_plan(res, out_cache_loc[b * cap:(b + 1) * cap].tolist(), prefix[b])
+    plans = tuple(commit_plan(res, out_cache_loc[b * cap:(b + 1) * cap].tolist(), prefix[b], p)
                   for b, res in enumerate(results))
     return CommitLayout(out_cache_loc, torch.tensor(prefix, dtype=torch.int64), req_pool_indices, req_to_token,
                         pool_pages * p, accept_index,
@@ -202,19 +216,70 @@ def layout(case: CommitCase) -> CommitLayout:
                         tuple(r.path for r in results))
 
 
+def plan_slots(lay: CommitLayout, name: str) -> torch.Tensor:
+    """One :class:`~ddtree_compat.oracle.CommitPlan` slot field (``kept_slots``, ``front_slots``,
+    ``committed_slots``, ...) of every request, concatenated in request order (int64)."""
+    return torch.tensor([slot for plan in lay.plans for slot in getattr(plan, name)], dtype=torch.int64)
+
+
 def kept_slots(case: CommitCase, lay: CommitLayout) -> torch.Tensor:
     """Oracle: the accepted nodes' slots, request by request in path order (int64)."""
-    return torch.tensor([slot for plan in lay.plans for slot in plan.kept_slots], dtype=torch.int64)
+    return plan_slots(lay, "kept_slots")
 
 
 def move_plan(case: CommitCase, lay: CommitLayout) -> tuple[torch.Tensor, torch.Tensor]:
     """Oracle ``(tgt_loc, src_loc)`` of the compacting commit: path rows to the block's first slots."""
-    cap = case.verify.slots
-    tgt, src = [], []
-    for b, path in enumerate(lay.paths):
-        tgt += [int(lay.out_cache_loc[b * cap + i]) for i in range(len(path))]
-        src += [int(lay.out_cache_loc[b * cap + k]) for k in path]
-    return torch.tensor(tgt, dtype=torch.int64), torch.tensor(src, dtype=torch.int64)
+    return plan_slots(lay, "front_slots"), plan_slots(lay, "kept_slots")
+
+
+def freed_set_report(lay: CommitLayout, cap: int, committed: list[int] | None = None,
+                     new_seq_lens: list[int] | None = None) -> list[str]:
+    """The slots a commit frees and gives back, as implied by kernel outputs, against the oracle's plan.
+
+    Args:
+        committed: a kernel's keep set, all requests concatenated (``commit_len`` each, the plan's
+            order): the slots that hold the committed tokens. ``None``: the oracle's.
+        new_seq_lens: a kernel's new sequence lengths: the release boundary is
+            ``ceil_align(new_seq_len, page_size)``. ``None``: the oracle's.
+
+    Freed = the request's verify-block slots (padding -1 excluded) not in its keep set. Page size 1
+    gives back every freed slot; page size > 1 only those at positions at or past the boundary
+    (whole pages), keeping the committed page's tail. One line per request and kind of difference:
+    a keep slot outside the block (padding or another request's), a freed set unlike the oracle's,
+    tail slots never given back (leaked), a given-back page that holds committed K/V.
+    """
+    problems = []
+    offset = 0
+    for b, plan in enumerate(lay.plans):
+        p = plan.page_size
+        block = [s for s in lay.out_cache_loc[b * cap:(b + 1) * cap].tolist() if s != PADDING]
+        position = {slot: int(lay.seq_lens[b]) + i for i, slot in enumerate(block)}
+        if committed is None:
+            mine = list(plan.committed_slots)
+        else:
+            mine = committed[offset:offset + plan.commit_len]
+            offset += plan.commit_len
+        boundary = release_boundary(plan.new_seq_len if new_seq_lens is None else int(new_seq_lens[b]), p)
+        freed = [s for s in block if s not in mine]
+        released = freed if p == 1 else [s for s in block if position[s] >= boundary]
+        where = f"request {b} (seq_len {int(lay.seq_lens[b])}, page size {p})"
+        stray = [s for s in mine if s not in position]
+        if stray:
+            problems.append(f"{where}: kept slot(s) {stray[:6]} are not slots of its verify block")
+        if sorted(freed) != sorted(plan.freed_slots):
+            problems.append(f"{where}: freed-slot set differs from the oracle's: extra "
+                            f"{sorted(set(freed) - set(plan.freed_slots))[:6]}, missing "
+                            f"{sorted(set(plan.freed_slots) - set(freed))[:6]}")
+        leaked = sorted(set(plan.released_slots) - set(released))
+        if leaked:
+            problems.append(f"{where}: tail slot(s) {leaked[:6]} never given back (leaked; boundary {boundary})")
+        live = {s // p for s in released} & {s // p for s in (*plan.committed_slots, *mine) if s in position}
+        if live:
+            problems.append(f"{where}: gives back page(s) {sorted(live)[:6]} that hold committed K/V")
+        elif sorted(released) != sorted(plan.released_slots) and not leaked:
+            problems.append(f"{where}: gives back {sorted(set(released) - set(plan.released_slots))[:6]} "
+                            f"beyond the oracle's release set")
+    return problems
 
 
 # --------------------------------------------------------------------------------------------------
@@ -259,7 +324,7 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
     device = target.device
     lay = layout(case)
     keep = kept_slots(case, lay)
-    bs, width = case.verify.batch, case.verify.width
+    bs, width, cap = case.verify.batch, case.verify.width, case.verify.slots
     problems: list[str] = []
     try:
         start = time.perf_counter()
@@ -271,6 +336,18 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
             synchronize(device)
             problems += [_compare("accept_out_cache_loc", out.view.cpu(), keep)]
             problems += canary_report({"accept_out_cache_loc": out, "accept_index": ai, "out_cache_loc": ocl})
+            if case.page_size == 1:  # the in-place commit keeps exactly these slots
+                problems += freed_set_report(lay, cap, committed=out.view.cpu().tolist())
+        elif kernel == "front_out_cache_loc":
+            num_front = Guarded.of(lay.accept_lens, device)
+            ocl = Guarded.of(lay.out_cache_loc, device)
+            out = Guarded.of(torch.full((keep.numel(),), POISON, dtype=torch.int64), device)
+            backend.front_out_cache_loc(num_front.view, ocl.view, out.view)
+            synchronize(device)
+            problems += [_compare("front_out_cache_loc", out.view.cpu(), plan_slots(lay, "front_slots"))]
+            problems += canary_report({"front_out_cache_loc": out, "num_front": num_front, "out_cache_loc": ocl})
+            if case.page_size > 1:  # the compacting commit keeps exactly these slots
+                problems += freed_set_report(lay, cap, committed=out.view.cpu().tolist())
         elif kernel == "commit_outputs":
             new_seq, bonus = backend.commit_outputs(lay.predict.to(device), lay.accept_index.to(device),
                                                     lay.accept_lens.to(device), lay.seq_lens.to(device))
@@ -279,6 +356,8 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
                                   torch.tensor([plan.new_seq_len for plan in lay.plans])),
                          _compare("bonus", bonus.cpu().to(torch.int32),
                                   torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32))]
+            if case.page_size > 1 and new_seq.numel() == bs:  # the committed length sets what is given back
+                problems += freed_set_report(lay, cap, new_seq_lens=new_seq.cpu().tolist())
         elif kernel == "bonus_tokens":
             tokens = torch.full((bs, width), POISON, dtype=torch.int32)
             for b, path in enumerate(lay.paths):
@@ -293,7 +372,7 @@ def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdic
         elif kernel == "assign_req_to_token":
             r2t = Guarded.of(lay.req_to_token, device)
             ends = lay.seq_lens + lay.accept_lens
-            src = Guarded.of(keep, device)
+            src = Guarded.of(plan_slots(lay, "committed_slots"), device)
             backend.assign_req_to_token(lay.req_pool_indices.to(device), r2t.view, lay.seq_lens.to(device),
                                         ends.to(device), src.view)
             synchronize(device)

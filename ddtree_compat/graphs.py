@@ -1,7 +1,8 @@
-"""CUDA-graph replay at capacity: capture the verify launch with buffers sized for capacity ``C`` and
-replay it on a runtime tree of ``D < C`` nodes (padding -1), the shape mismatch behind the field
-failure (SGLang DDTree sizes verify buffers and the captured graph by ``max(block_size, B + 1)``, so
-B = 8 and 12 in spine mode run D = 9 / 13 inside a graph of 16).
+"""CUDA-graph replay at capacity: capture the verify launch (and, in :func:`run_commit_graph`, the commit
+launches after it) with buffers sized for capacity ``C`` and replay it on a runtime tree of ``D < C``
+nodes (padding -1), the shape mismatch behind the field failure (SGLang DDTree sizes verify buffers
+and the captured graph by ``max(block_size, B + 1)``, so B = 8 and 12 in spine mode run D = 9 / 13
+inside a graph of 16).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import time
 
 import torch
 
-from .buffers import POISON, VerifyBuffers, eagle_inputs, make_verify_buffers
+from .buffers import POISON, Guarded, VerifyBuffers, canary_report, eagle_inputs, expected_outputs, make_verify_buffers
 from .cases import VerifyCase, make_case
-from .harness import Verdict, fault_verdict, judge
+from .harness import Verdict, element_diff, fault_verdict, judge
 
 
 def capture_case(batch: int, capacity: int, block_size: int = 16) -> VerifyCase:
@@ -58,3 +59,168 @@ def run_verify_graph(runtime: VerifyCase, backend, device: str) -> Verdict:
         verdict.message = f"padded-layout failure (graph captured at C={runtime.slots}, D={runtime.num_nodes}): " \
                           + verdict.message
     return verdict
+
+
+# --------------------------------------------------------------------------------------------------
+# Verify + commit in one graph
+# --------------------------------------------------------------------------------------------------
+
+GRAPH_COMMIT_KERNELS = ("accept_out_cache_loc", "commit_outputs", "bonus_tokens")  # required; front optional
+COMMIT_GRAPH = "verify_commit@graph"
+
+
+class _CommitStep:
+    """The static buffers of one verify + commit launch sequence (as SGLang's EAGLE verify runs it,
+    ``eagle_utils.eagle_sample`` then ``eagle_worker_common``): ``verify_tree_greedy`` on the verify
+    buffers (``accept_index`` pre-filled with -1, as SGLang allocates it), ``accept_lens =
+    accept_token_num + 1``, ``fill_accept_out_cache_loc`` over ``bs * S`` entries into a ``bs * S``
+    buffer, ``fill_front_out_cache_loc_func`` (when the backend has it), ``prepare_verify_commit_outputs``
+    and ``fill_bonus_tokens`` over ``predict[accept_index]``. Every output is guarded and poisoned."""
+
+    def __init__(self, capture: VerifyCase, lay, backend, device: str):
+        bs, width = capture.batch, capture.width
+        self.backend, self.width = backend, width
+        self.bufs = make_verify_buffers(capture, device)
+        self.bufs.accept_index.view.fill_(-1)  # as SGLang allocates it; the warm-up reads predicts through it
+        self.out_cache_loc = Guarded.of(lay.out_cache_loc, device)
+        self.seq_lens = Guarded.of(lay.seq_lens, device)
+        self.accept_lens = Guarded.of(torch.full((bs,), POISON, dtype=torch.int32), device)
+        self.accept_out_cache_loc = Guarded.of(torch.full((bs * width,), POISON, dtype=torch.int64), device)
+        self.front = (Guarded.of(torch.full((bs * width,), POISON, dtype=torch.int64), device)
+                      if callable(getattr(backend, "front_out_cache_loc", None)) else None)
+        self.bonus = Guarded.of(torch.full((bs,), POISON, dtype=torch.int32), device)
+        self.commit_outputs: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def launch(self) -> None:
+        b, v = self.backend, self.bufs
+        b.verify_tree_greedy(*v.views().values())
+        torch.add(v.accept_token_num.view, 1, out=self.accept_lens.view)
+        b.accept_out_cache_loc(v.accept_index.view.view(-1), self.out_cache_loc.view, self.accept_out_cache_loc.view)
+        if self.front is not None:
+            b.front_out_cache_loc(self.accept_lens.view, self.out_cache_loc.view, self.front.view)
+        self.commit_outputs = b.commit_outputs(v.predicts.view, v.accept_index.view, self.accept_lens.view,
+                                               self.seq_lens.view)
+        accept_tokens = v.predicts.view[v.accept_index.view].view(-1)
+        b.bonus_tokens(accept_tokens, self.accept_lens.view, self.bonus.view, self.width)
+
+    def load(self, runtime: VerifyCase, lay) -> None:
+        """Copy the runtime case in and poison every output (``accept_index``: -1, SGLang's fill)."""
+        for name, values in eagle_inputs(runtime).items():
+            getattr(self.bufs, name).view.copy_(values)
+        self.out_cache_loc.view.copy_(lay.out_cache_loc)
+        self.seq_lens.view.copy_(lay.seq_lens)
+        self.bufs.accept_index.view.fill_(-1)
+        for t in (self.bufs.predicts, self.bufs.accept_token_num, self.accept_lens, self.accept_out_cache_loc,
+                  self.front, self.bonus):
+            if t is not None:
+                t.view.fill_(POISON)
+        for t in self.commit_outputs or ():
+            t.fill_(POISON)
+
+    def guarded(self) -> dict[str, Guarded]:
+        named = {"out_cache_loc": self.out_cache_loc, "seq_lens": self.seq_lens, "accept_lens": self.accept_lens,
+                 "accept_out_cache_loc": self.accept_out_cache_loc, "front_out_cache_loc": self.front,
+                 "bonus (fill_bonus_tokens)": self.bonus, **self.bufs.guarded()}
+        return {k: g for k, g in named.items() if g is not None}
+
+
+def judge_commit_step(runtime: VerifyCase, lay, step: _CommitStep) -> list[str]:
+    """Every output of the sequence against the oracle (``commit.layout``'s plans); one line per problem.
+
+    Past each request's accepted path nothing may be written: ``accept_index`` keeps -1, the compacted
+    slot lists keep POISON after ``sum(commit_len)`` entries, canaries and inputs are unchanged, and
+    the freed-slot set implied by the kept (page size 1) or front (page size > 1) slots is the oracle's.
+    """
+    from .commit import freed_set_report, plan_slots
+
+    cap, n = runtime.slots, sum(plan.commit_len for plan in lay.plans)
+    want = expected_outputs(runtime)
+    want["accept_index"][want["accept_index"] == POISON] = -1
+    problems = [element_diff(name, getattr(step.bufs, name).view.cpu(), want[name])
+                for name in VerifyBuffers.OUTPUTS if not torch.equal(getattr(step.bufs, name).view.cpu(), want[name])]
+
+    def tail(values: torch.Tensor, total: int) -> torch.Tensor:
+        return torch.cat([values, torch.full((total - values.numel(),), POISON, dtype=values.dtype)])
+
+    expect = {
+        "accept_lens": torch.tensor([plan.commit_len for plan in lay.plans], dtype=torch.int32),
+        "accept_out_cache_loc": tail(plan_slots(lay, "kept_slots"), step.accept_out_cache_loc.view.numel()),
+        "bonus (fill_bonus_tokens)": torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32),
+    }
+    got = {"accept_lens": step.accept_lens.view.cpu(), "accept_out_cache_loc": step.accept_out_cache_loc.view.cpu(),
+           "bonus (fill_bonus_tokens)": step.bonus.view.cpu()}
+    if step.front is not None:
+        expect["front_out_cache_loc"] = tail(plan_slots(lay, "front_slots"), step.front.view.numel())
+        got["front_out_cache_loc"] = step.front.view.cpu()
+    new_seq, bonus = step.commit_outputs
+    expect["new_seq_lens"] = torch.tensor([plan.new_seq_len for plan in lay.plans])
+    got["new_seq_lens"] = new_seq.cpu().to(torch.int64)
+    expect["bonus (prepare_verify_commit_outputs)"] = expect["bonus (fill_bonus_tokens)"]
+    got["bonus (prepare_verify_commit_outputs)"] = bonus.cpu().to(torch.int32)
+    for name, w in expect.items():
+        g = got[name]
+        if g.shape != w.shape:
+            problems.append(f"{name}: shape {tuple(g.shape)} (want {tuple(w.shape)})")
+        elif not torch.equal(g, w):
+            problems.append(element_diff(name, g, w))
+    problems += canary_report(step.guarded())
+    for name, before in {**eagle_inputs(runtime), "out_cache_loc": lay.out_cache_loc, "seq_lens": lay.seq_lens}.items():
+        now = (getattr(step.bufs, name) if name in VerifyBuffers.INPUTS else getattr(step, name)).view.cpu()
+        if not torch.equal(now, before):
+            problems.append(f"input {name} was modified")
+    page = lay.plans[0].page_size if lay.plans else 1
+    keep = got["accept_out_cache_loc"] if page == 1 else got.get("front_out_cache_loc")
+    if keep is not None:
+        problems += freed_set_report(lay, cap, committed=keep[:n].tolist())
+    return problems
+
+
+def run_commit_graph(case, backend, device: str, graph: bool = True) -> Verdict:
+    """Capture verify + the backend's commit kernels at ``case``'s capacity ``C`` (a full ``D == C``
+    tree), then replay with ``case``'s data (``D <= C``); judge with :func:`judge_commit_step`.
+
+    ``case``: a :class:`~ddtree_compat.commit.CommitCase` whose verify case is padded to ``C`` with
+    ``accept_width`` ``C``. A mismatch is a ``padded-layout failure`` naming ``C`` and ``D``.
+    ``graph=False`` runs the same steps eagerly (warm-up on the capture case, load, launch; no capture):
+    the CPU check of the sequence and its judging.
+    """
+    from .commit import layout
+
+    runtime = case.verify
+    lay = layout(case)
+    accepted = [len(p) - 1 for p in lay.paths]
+    cap = capture_case(runtime.batch, runtime.slots, runtime.block_size)
+    try:
+        step = _CommitStep(cap, lay, backend, device)
+        if graph:
+            stream = torch.cuda.Stream(device)
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                step.launch()  # warm-up on the capture case: JIT compile outside the capture
+            torch.cuda.current_stream(device).wait_stream(stream)
+            torch.cuda.synchronize(device)
+            cuda_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(cuda_graph):
+                step.launch()
+            step.load(runtime, lay)
+            torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            cuda_graph.replay()
+            torch.cuda.synchronize(device)
+        else:
+            step.launch()
+            step.load(runtime, lay)
+            start = time.perf_counter()
+            step.launch()
+        duration = time.perf_counter() - start
+    except Exception as e:  # noqa: BLE001 - capture, launch or replay failure is a classified fault
+        return fault_verdict(e, accepted)
+    problems = judge_commit_step(runtime, lay, step)
+    if not problems:
+        return Verdict("pass", duration_s=duration, accepted_expected=accepted, accepted_got=accepted)
+    got = step.bufs.accept_token_num.view.cpu().tolist()
+    how = "graph captured" if graph else "eager"
+    where = f"padded-layout failure ({how} at C={runtime.slots}, D={runtime.num_nodes})"
+    zero = [b for b, (e, g) in enumerate(zip(accepted, got)) if e > 0 and g == 0]
+    return Verdict("zero-accept" if zero else "wrong", f"{where}: " + "; ".join(problems),
+                   accepted_expected=accepted, accepted_got=got)

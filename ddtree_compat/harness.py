@@ -63,7 +63,9 @@ def fault_verdict(exc: BaseException, accepted_expected: list[int] | None = None
                    context_poisoned=context_poisoned())
 
 
-def _diff(name: str, got: torch.Tensor, want: torch.Tensor, limit: int = 6) -> str:
+def element_diff(name: str, got: torch.Tensor, want: torch.Tensor, limit: int = 6) -> str:
+    """``N element(s) differ: name[i]=got (want w), ...``: the first ``limit`` differences (POISON and
+    untouched spelled out)."""
     bad = (got != want).nonzero().tolist()
     shown = ", ".join(
         f"{name}{list(i)}={'POISON' if got[tuple(i)] == POISON else int(got[tuple(i)])}"
@@ -83,7 +85,7 @@ def judge(case: VerifyCase, bufs: VerifyBuffers, inputs_before: dict[str, torch.
     problems = []
     for name in VerifyBuffers.OUTPUTS:
         if not torch.equal(got[name], want[name]):
-            problems.append(_diff(name, got[name], want[name]))
+            problems.append(element_diff(name, got[name], want[name]))
     problems += canary_report(bufs.guarded())
     for name, before in inputs_before.items():
         if not torch.equal(getattr(bufs, name).view.cpu(), before):

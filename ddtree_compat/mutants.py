@@ -6,7 +6,8 @@ ddtree_compat.mutants:ZeroAccept`` etc. Expected outcomes: ``ZeroAccept`` -> ``z
 (illegal-instruction, sticky: the xdist worker is replaced); ``RaisesOOM`` -> ``fault``
 (out-of-memory, not sticky); ``Aborts`` -> ``fault`` (other: the process died); ``Hangs`` -> ``fault``
 (hang, with ``--timeout``); ``Slow`` -> ``pass``, slowly. They run on the CPU; the GPU fault injectors
-are in :mod:`ddtree_compat.faultinject`. ``CommitMutant`` breaks each commit kernel.
+are in :mod:`ddtree_compat.faultinject`. ``CommitMutant`` breaks each commit kernel;
+``WritesPastCommit`` writes past the kept slots (caught in the verify + commit graph sequence).
 ``OversizedSmem`` verifies correctly but declares a planted static kernel: its static cells are
 ``out of resources`` on the 99 KB-per-block archs (sm120) and pass on sm90. The ``Attention*`` mutants
 break one thing of ``verify_attention`` each (all -> ``wrong`` on a case where that thing matters).
@@ -131,14 +132,19 @@ class Slow(OracleBackend):
 
 
 class CommitMutant(OracleBackend):
-    """Wrong commit kernels: skips the last kept slot, forgets the V pools, writes one position too many
-    into ``req_to_token``, and takes the bonus from the first accepted token."""
+    """Wrong commit kernels: skips the last kept slot, takes the front slots from node 1 on (drops the
+    root's slot), forgets the V pools, writes one position too many into ``req_to_token``, advances
+    ``seq_lens`` by one too few, and takes the bonus from the first accepted token."""
 
     name = "mutant-commit"
 
     def accept_out_cache_loc(self, accept_index, out_cache_loc, accept_out_cache_loc) -> None:
         super().accept_out_cache_loc(accept_index, out_cache_loc, accept_out_cache_loc)
         accept_out_cache_loc[-1:] = -1
+
+    def front_out_cache_loc(self, num_front, out_cache_loc, front_out_cache_loc) -> None:
+        blocks = out_cache_loc.view(num_front.numel(), -1)
+        super().front_out_cache_loc(num_front, blocks[:, 1:].flatten(), front_out_cache_loc)
 
     def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
         super().move_kv(k_buffers, [], tgt_loc, src_loc)
@@ -224,6 +230,21 @@ class AttentionWritesPastRows(OracleBackend):
     def verify_attention(self, q, k, v, o, *args, **kwargs) -> None:
         super().verify_attention(q, k, v, o, *args, **kwargs)
         o[int(args[2][-1]):] = 0
+
+
+class WritesPastCommit(OracleBackend):
+    """Correct commit, but ``fill_accept_out_cache_loc`` also copies the slot one node past each request's
+    accepted path into the entry after the kept list (a kernel that walks the capacity ``C`` instead of
+    the path): a write past what the oracle says may change, the padded-layout class."""
+
+    name = "mutant-writes-past-commit"
+
+    def accept_out_cache_loc(self, accept_index, out_cache_loc, accept_out_cache_loc) -> None:
+        super().accept_out_cache_loc(accept_index, out_cache_loc, accept_out_cache_loc)
+        valid = (accept_index != -1).nonzero().flatten()
+        past = min(int(accept_index[valid[-1]]) + 1, out_cache_loc.numel() - 1)
+        if valid.numel() < accept_out_cache_loc.numel():
+            accept_out_cache_loc[valid.numel()] = out_cache_loc[past]
 
 
 def _oversized_spec(case, arch: str) -> Spec:

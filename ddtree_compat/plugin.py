@@ -444,16 +444,24 @@ def _sanitize(tool: str, path: Path, backend, target: Target, kernel: str) -> tu
     return str(report), f"{tool}: {summary} (report {report})"
 
 
-def _check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: str, case, run) -> Verdict:
+def _check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: str, case, run,
+                needs: tuple[str, ...] = ()) -> Verdict:
     """Run one cell (``run() -> Verdict``), record it, and fail or skip with a replayable message.
 
     Writes the cell's ``start`` line first. After a sticky CUDA fault it records the cell and, in an
-    xdist worker, exits the worker (see :mod:`ddtree_compat.isolation`).
+    xdist worker, exits the worker (see :mod:`ddtree_compat.isolation`). ``needs``: kernel methods the
+    backend must have (and be able to run here), else the cell is a skip naming them.
     """
     suite = request.config.stash[SUITE]
     node = request.node
     node.stash[CELL_CASE], node.stash[CELL_KERNEL] = case, kernel
     reason = backend_registry.kernel_unavailable_reason(backend, target, kernel)
+    missing = [k for k in needs if k not in backend_registry.kernels_of(backend)]
+    if not reason and missing:
+        reason = f"{backend.name} has no {', '.join(missing)} kernel"
+    if not reason:
+        reason = next(filter(None, (backend_registry.kernel_unavailable_reason(backend, target, k) for k in needs)),
+                      None)
     if not reason and kernel.endswith("@graph"):
         if target.tier != "device":
             reason = "CUDA graphs need the device tier"
@@ -507,11 +515,12 @@ def ddtree_check_verify(request: pytest.FixtureRequest):
 
 @pytest.fixture
 def ddtree_check_run(request: pytest.FixtureRequest):
-    """``check(target, backend, kernel, case, run)``: any cell whose ``run() -> Verdict`` is the test's own
-    (e.g. CUDA-graph replays); recorded, skipped and failed like the others (see :func:`_check_cell`)."""
+    """``check(target, backend, kernel, case, run, needs=())``: any cell whose ``run() -> Verdict`` is the
+    test's own (e.g. CUDA-graph replays); recorded, skipped and failed like the others (see
+    :func:`_check_cell`; ``needs``: the backend kernels the cell launches)."""
 
-    def check(target: Target, backend, kernel: str, case, run) -> Verdict:
-        return _check_cell(request, target, backend, kernel, case, run)
+    def check(target: Target, backend, kernel: str, case, run, needs: tuple[str, ...] = ()) -> Verdict:
+        return _check_cell(request, target, backend, kernel, case, run, needs)
 
     return check
 

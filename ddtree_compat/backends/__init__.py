@@ -46,7 +46,8 @@ BUILTIN = {
     "sglang-torch": "ddtree_compat.backends.sglang_torch:SGLangTorchBackend",
 }
 VERIFY_KERNEL = "verify_tree_greedy"
-COMMIT_KERNELS = ("accept_out_cache_loc", "commit_outputs", "bonus_tokens", "assign_req_to_token", "move_kv")
+COMMIT_KERNELS = ("accept_out_cache_loc", "front_out_cache_loc", "commit_outputs", "bonus_tokens",
+                  "assign_req_to_token", "move_kv")
 ATTENTION_KERNEL = "verify_attention"
 
 

@@ -41,6 +41,13 @@ class OracleBackend:
         kept = [int(out_cache_loc[i]) for i in accept_index.tolist() if i != -1]
         accept_out_cache_loc[: len(kept)] = torch.tensor(kept, dtype=accept_out_cache_loc.dtype)
 
+    def front_out_cache_loc(self, num_front, out_cache_loc, front_out_cache_loc) -> None:
+        blocks = out_cache_loc.view(num_front.numel(), -1)
+        offset = 0
+        for b, n in enumerate(num_front.tolist()):
+            front_out_cache_loc[offset:offset + n] = blocks[b, :n]
+            offset += n
+
     def commit_outputs(self, predict, accept_index, accept_lens, seq_lens):
         lens = accept_lens.tolist()
         bonus = [int(predict[int(accept_index[b, n - 1])]) for b, n in enumerate(lens)]

@@ -1,7 +1,10 @@
 """``sglang-torch``: SGLang's torch-native KV move, ``move_kv_cache_native``
 (``sglang.srt.mem_cache.memory_pool``, sglang 0.5.23): per-layer ``[slots, heads, head_dim]`` pools,
-``k[tgt_loc] = k[src_loc]`` by advanced indexing (the compacting commit of DDTree PR #27509).
-Importing the memory pool pulls in transformers and torchvision, so on a bare CPU box this is a skip.
+``k[tgt_loc] = k[src_loc]`` by advanced indexing (the compacting commit of DDTree PR #27509; the
+pool's path with ``SGLANG_NATIVE_MOVE_KV_CACHE``; its default Triton copy is ``sglang-triton``'s
+``move_kv``). Importing the memory pool runs ``sglang.srt.configs``, which needs transformers and
+torchvision (PyPI's torchvision is a CUDA build that does not import under the CPU torch), so on a
+CPU box this is a skip with that reason; it runs wherever the module imports.
 """
 
 from __future__ import annotations

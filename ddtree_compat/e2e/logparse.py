@@ -131,12 +131,30 @@ def fault_lines(text: str, benign: tuple[str, ...] = BENIGN_PATTERNS) -> list[Fa
     return out
 
 
+_PROGRESS_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+ \[")  # tqdm lines (CUDA-graph capture), noise in an excerpt
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b")
+
+
 def excerpt(text: str, line_no: int, before: int = 5, after: int = 30, limit: int = 4000) -> str:
-    """Lines ``line_no - before .. line_no + after`` of ``text``, at most ``limit`` characters."""
+    """Lines ``line_no - before .. line_no + after`` of ``text``, at most ``limit`` characters.
+
+    A Python traceback that starts in the window is kept to its final line (``ModuleNotFoundError:
+    No module named 'flash_mla'``), which names the cause; progress-bar lines are left out; past
+    ``limit`` the middle is cut, so the
+    head (where it started) and the tail (the exception) both stay.
+    """
     lines = text.splitlines()
     lo, hi = max(0, line_no - before), min(len(lines), line_no + after + 1)
-    out = "\n".join(lines[lo:hi])
-    return out if len(out) <= limit else out[: limit - 15] + "\n... (cut)"
+    start = next((k for k in range(lo, hi) if "Traceback (most recent call last)" in lines[k]), None)
+    if start is not None:
+        end = next((k for k in range(start + 1, len(lines)) if _EXCEPTION_LINE.match(lines[k])), None)
+        if end is not None:
+            hi = max(hi, end + 1)
+    out = "\n".join(line for line in lines[lo:hi] if not _PROGRESS_BAR.search(line))
+    if len(out) <= limit:
+        return out
+    head = limit // 3
+    return out[:head] + "\n... (cut) ...\n" + out[len(out) - (limit - head - 17):]
 
 
 def classify_log(text: str, hits: list[FaultLine]) -> str:

@@ -102,3 +102,21 @@ def test_server_log_of_a_passing_server_has_no_fault_line(log):
     if not verdicts or any(v != "pass" for v in verdicts):
         pytest.skip(f"{log.parent.name}: not every phase passed ({verdicts})")
     assert logparse.fault_lines(log.read_text(errors="replace")) == []
+
+
+GRAPH_STARTUP_FAILURE = FIXTURES / "captures/servers/eagle-k1-s12-d13-always-graph/server.log"
+
+
+@pytest.mark.skipif(not GRAPH_STARTUP_FAILURE.exists(), reason=NONE_YET)
+def test_excerpt_keeps_the_exception_that_ends_the_traceback():
+    """The H200's first CUDA-graph EAGLE server died at start (SGLang 0.5.23 imports flash_mla while
+    capturing the draft graphs); the excerpt must reach the line naming that cause, not stop mid-stack."""
+    text = GRAPH_STARTUP_FAILURE.read_text()
+    hits = logparse.fault_lines(text)
+    assert hits and hits[0].pattern == "Scheduler hit an exception"
+    cut = logparse.excerpt(text, hits[0].line_no, before=30, after=10)
+    assert "ModuleNotFoundError: No module named 'flash_mla'" in cut
+    assert cut.splitlines()[-1].startswith("ModuleNotFoundError")
+    small = logparse.excerpt(text, hits[0].line_no, before=30, after=10, limit=600)
+    assert "it/s]" not in cut  # CUDA-graph capture progress bars are left out
+    assert len(small) <= 600 and small.endswith("No module named 'flash_mla'") and "(cut)" in small

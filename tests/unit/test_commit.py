@@ -5,7 +5,8 @@ import pytest
 from ddtree_compat import mutants
 from ddtree_compat.backends.oracle import OracleBackend
 from ddtree_compat.cases import make_case
-from ddtree_compat.commit import KERNELS, CommitCase, commit_cases, kept_slots, layout, move_plan, run_commit
+from ddtree_compat.commit import (KERNELS, CommitCase, commit_cases, freed_set_report, kept_slots, layout, move_plan,
+                                  plan_slots, run_commit)
 from ddtree_compat.errors import CaseError
 from ddtree_compat.tiers import Target
 
@@ -70,3 +71,83 @@ def test_commit_case_json_round_trip_and_bad_input(tmp_path):
         CommitCase.from_json(SIBLING.to_json().replace('"page_size":16', '"page_size":32'))
     with pytest.raises(CaseError, match="field 'kv_dtype'"):
         CommitCase.from_json(SIBLING.to_json().replace('"kv_dtype":"bf16"', '"kv_dtype":"fp4"'))
+
+
+# ---- freed-slot sets: the oracle's plan, and the check that derives them from kernel outputs
+
+PAGED = CommitCase(make_case(12, "spine", "first", 3, capacity=16), 16, "page-cross", 1, 64, "fp16")  # D 13 of C 16
+
+
+def test_plans_account_for_every_block_slot_and_free_whole_pages():
+    """Over the grid: committed + freed = the block (padding never counted), retained + released = freed,
+    given-back pages hold no committed slot, and at page size > 1 req_to_token stays page-consistent
+    (position q -> a slot at offset q % page_size): nothing leaked, no live page freed."""
+    for case in commit_cases()[::5]:
+        lay, cap, p = layout(case), case.verify.slots, case.page_size
+        for b, plan in enumerate(lay.plans):
+            block = [s for s in lay.out_cache_loc[b * cap:(b + 1) * cap].tolist() if s != -1]
+            assert len(block) == case.verify.num_nodes
+            assert sorted(plan.committed_slots + plan.freed_slots) == sorted(block), case.id
+            assert sorted(plan.retained_slots + plan.released_slots) == sorted(plan.freed_slots), case.id
+            assert not {s // p for s in plan.released_slots} & {s // p for s in plan.committed_slots}, case.id
+            if p > 1:
+                assert all(slot % p == pos % p for pos, slot in plan.req_to_token), case.id
+                assert len(plan.retained_slots) == min(-plan.new_seq_len % p, len(plan.freed_slots)), case.id
+            else:
+                assert plan.committed_slots == plan.kept_slots and not plan.retained_slots
+
+
+def test_paged_plan_is_compacting_and_releases_from_the_page_boundary():
+    lay = layout(PAGED)
+    plan, start = lay.plans[0], int(lay.seq_lens[0])
+    block = lay.out_cache_loc[:13].tolist()
+    assert start % 16 == 14 and plan.commit_len == 2  # the block starts 2 slots before a page end
+    assert plan.front_slots == plan.committed_slots == tuple(block[:2])
+    assert plan.retained_slots == () and plan.released_slots == tuple(block[2:])  # new_seq_len is page-aligned
+    assert plan.req_to_token == ((start, block[0]), (start + 1, block[1]))
+
+
+@pytest.mark.parametrize("case", [SIBLING, PAGED, CommitCase(make_case(8, "bf-peaked", "sibling", 3, capacity=16), 1,
+                                                               "start", 1, 64, "fp16")], ids=lambda c: c.id)
+def test_freed_set_report_accepts_the_oracle_and_catches_wrong_keep_sets(case):
+    lay, cap = layout(case), case.verify.slots
+    committed = plan_slots(lay, "committed_slots").tolist()
+    assert freed_set_report(lay, cap, committed=committed) == []
+    assert freed_set_report(lay, cap, new_seq_lens=[p.new_seq_len for p in lay.plans]) == []
+    wrong = committed[:-1] + [-1]  # a padding slot kept in place of the last committed one
+    report = " ".join(freed_set_report(lay, cap, committed=wrong))
+    assert "not slots of its verify block" in report and "freed-slot set differs" in report
+    kept = plan_slots(lay, "kept_slots").tolist()
+    if case.page_size > 1 and kept != committed:  # in place at page size > 1 (a sibling path): wrong slots freed
+        report = " ".join(freed_set_report(lay, cap, committed=kept))
+        assert "freed-slot set differs" in report and "hold committed K/V" in report
+
+
+def test_release_boundary_catches_unadvanced_and_overadvanced_lengths():
+    """page size > 1: seq_lens not advanced gives back the committed page; advanced a page too far
+    leaks the tail (SGLang releases from ceil_align(kv_committed_len, page_size))."""
+    case = CommitCase(make_case(12, "spine", "deep", 3, capacity=16), 16, "page-cross", 1, 64, "fp16")
+    lay, cap = layout(case), case.verify.slots  # blocks of 13 starting 2 slots before a page end, all accepted
+    stale = [int(s) for s in lay.seq_lens]
+    assert any("hold committed K/V" in p for p in freed_set_report(lay, cap, new_seq_lens=stale))
+    lay = layout(PAGED)  # one draft accepted: 11 tail slots to give back
+    ahead = [p.new_seq_len + 16 for p in lay.plans]
+    assert any("never given back (leaked" in p for p in freed_set_report(lay, cap, new_seq_lens=ahead))
+
+
+def test_padding_is_never_freed():
+    case = CommitCase(make_case(8, "spine", "none", 3, capacity=16), 1, "start", 1, 64, "fp32")
+    lay = layout(case)
+    assert all(-1 not in plan.freed_slots and len(plan.freed_slots) == 8 for plan in lay.plans)
+    assert lay.out_cache_loc.tolist().count(-1) == 3 * 7
+
+
+@pytest.mark.parametrize("kernel, page, words", [
+    ("accept_out_cache_loc", 1, ("not slots of its verify block", "freed-slot set differs")),
+    ("front_out_cache_loc", 16, ("freed-slot set differs",)),
+    ("commit_outputs", 16, ("hold committed K/V",)),  # seq_lens one short: the release starts a page early
+])
+def test_mutant_commit_fails_the_freed_set_check(kernel, page, words):
+    case = CommitCase(make_case(12, "spine", "partial", 3, capacity=16), page, "page-cross", 1, 64, "fp16")
+    message = run_commit(case, kernel, mutants.CommitMutant(), CPU).message
+    assert all(w in message for w in words), message

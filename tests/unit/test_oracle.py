@@ -163,3 +163,19 @@ def test_best_first_pops_paths_in_score_order(logits, budget, cap):
     if budget <= logits.shape[0] and k:
         # enough depth for a chain, so the budget is always filled
         assert tree.budget == budget
+
+
+def test_commit_plan_in_place_at_page_1_and_compacting_above():
+    res = oracle.VerifyResult(path=(0, 2, 5), bonus_token=7)
+    block = list(range(40, 49)) + [-1] * 7  # D = 9 slots in a capacity-16 row; position = slot (seq_len 40)
+    flat = oracle.commit_plan(res, block, seq_len=40)
+    assert flat.kept_slots == flat.committed_slots == (40, 42, 45) and flat.front_slots == (40, 41, 42)
+    assert flat.freed_slots == flat.released_slots == (41, 43, 44, 46, 47, 48) and flat.retained_slots == ()
+    paged = oracle.commit_plan(res, block, seq_len=40, page_size=4)
+    assert paged.kept_slots == (40, 42, 45) and paged.committed_slots == (40, 41, 42)
+    assert paged.freed_slots == (43, 44, 45, 46, 47, 48)
+    assert paged.retained_slots == (43,) and paged.released_slots == (44, 45, 46, 47, 48)  # from ceil_align(43, 4)
+    assert paged.req_to_token == ((40, 40), (41, 41), (42, 42)) and paged.new_seq_len == 43
+    assert oracle.release_boundary(43, 4) == 44 and oracle.release_boundary(44, 4) == 44
+    with pytest.raises(CaseError, match="padding"):
+        oracle.commit_plan(oracle.VerifyResult(path=(0, 9), bonus_token=1), block, seq_len=40)

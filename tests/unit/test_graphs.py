@@ -1,0 +1,57 @@
+"""The verify + commit graph sequence, run eagerly on the CPU (no capture): the judging that the device
+tier's CUDA-graph cells use, shown to pass on correct kernels and to fail, as a padded-layout failure,
+on mutants."""
+
+from dataclasses import replace
+
+import pytest
+
+from ddtree_compat import mutants
+from ddtree_compat.backends import resolve
+from ddtree_compat.backends.oracle import OracleBackend
+from ddtree_compat.cases import make_case
+from ddtree_compat.commit import CommitCase
+from ddtree_compat.graphs import GRAPH_COMMIT_KERNELS, run_commit_graph
+from ddtree_compat.tiers import Target
+
+CPU = Target("interpret", "cpu")
+
+
+def padded(budget: int, plant: str, page: int, batch: int = 3) -> CommitCase:
+    verify = replace(make_case(budget, "spine", plant, batch, capacity=16), accept_width=16)
+    return CommitCase(verify, page, "page-cross", 1, 64, "fp16")
+
+
+CASES = [padded(8, "deep", 1), padded(12, "first", 16), padded(12, "deep", 64, batch=8), padded(15, "deep", 16)]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_oracle_sequence_passes(case):
+    verdict = run_commit_graph(case, OracleBackend(), "cpu", graph=False)
+    assert verdict.outcome == "pass", verdict.message
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=lambda c: c.id)
+def test_sglang_triton_sequence_interpreted(case):
+    (backend,) = resolve(["sglang-triton"])
+    reason = next(filter(None, (backend.kernel_unavailable_reason(CPU, k) for k in GRAPH_COMMIT_KERNELS)), None)
+    if reason:
+        pytest.skip(reason)
+    if backend.kernel_unavailable_reason(CPU, "front_out_cache_loc"):
+        backend.front_out_cache_loc = None  # this instance runs the sequence without the front kernel
+    verdict = run_commit_graph(case, backend, "cpu", graph=False)
+    assert verdict.outcome == "pass", verdict.message
+
+
+@pytest.mark.parametrize("mutant, words", [
+    (mutants.CommitMutant(), ("accept_out_cache_loc", "front_out_cache_loc", "new_seq_lens",
+                              "bonus (fill_bonus_tokens)")),
+    (mutants.WritesPastCommit(), ("accept_out_cache_loc", "want untouched")),
+    (mutants.ZeroAccept(), ("accept_token_num", "freed-slot set")),
+], ids=lambda m: getattr(m, "name", ""))
+def test_mutants_are_padded_layout_failures(mutant, words):
+    verdict = run_commit_graph(CASES[0], mutant, "cpu", graph=False)
+    assert verdict.outcome in ("wrong", "zero-accept"), verdict
+    assert verdict.message.startswith("padded-layout failure (eager at C=16, D=9)"), verdict.message
+    for w in words:
+        assert w in verdict.message, (w, verdict.message)
