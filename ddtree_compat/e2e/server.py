@@ -56,7 +56,7 @@ try:
     out["flags"] = sorted(o for a in p._actions for o in a.option_strings)
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     out["algorithms"] = [m.name for m in SpeculativeAlgorithm]
-    for m in ("flashinfer", "sgl_kernel", "uvicorn", "fastapi", "prometheus_client", "transformers"):
+    for m in ("flashinfer", "flash_mla", "sgl_kernel", "uvicorn", "fastapi", "prometheus_client", "transformers"):
         out["modules"][m] = importlib.util.find_spec(m) is not None
     importlib.import_module("sglang.srt.entrypoints.http_server")
 except BaseException as e:
@@ -125,6 +125,10 @@ def unavailable_reason(config: ServerConfig, caps: Capabilities) -> str:
         if config.algorithm == ck.DFLASH and not caps.modules.get("flashinfer"):
             return ("DFLASH needs flashinfer, which does not import here: its draft sampling calls "
                     "flashinfer.sampling.top_p_renorm_probs on CUDA (sglang/kernels/ops/sampling/renorm.py)")
+        if config.cuda_graph and not caps.modules.get("flash_mla"):
+            return ("speculative CUDA graphs need flash_mla, which does not import here: capturing the draft "
+                    "graphs imports FlashMLABackend whatever the attention backend "
+                    "(sglang/srt/speculative/eagle_worker_v2.py, _capture_cuda_graphs)")
     missing = [f for f in _required_flags(config) if not caps.has(f)]
     if missing:
         return f"sglang {caps.sglang} has no {', '.join(missing)}"

@@ -32,7 +32,7 @@ def main() -> None:
     if "--ddtree-probe" in sys.argv:
         print("DDTREE_PROBE " + json.dumps({"sglang": "fake", "flags": FLAGS, "error": None,
                                             "algorithms": ["EAGLE", "STANDALONE", "DFLASH", "NONE"],
-                                            "modules": {"flashinfer": False}}))
+                                            "modules": {"flashinfer": False, "flash_mla": True}}))
         return
     ap = argparse.ArgumentParser()
     for f in ("--model-path", "--speculative-algorithm", "--speculative-draft-model-path"):

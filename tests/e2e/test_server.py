@@ -146,7 +146,7 @@ def test_servers_die_with_their_parent(tmp_path, sig):
 ALL_FLAGS = frozenset(
     f for c in plan("full") for f in srv._required_flags(c)) | {"--disable-cuda-graph", "--cuda-graph-max-bs-decode",
                                                              "--max-running-requests", "--random-seed", "--nccl-port"}
-CAPS = Capabilities("0.5.23", ALL_FLAGS, ("EAGLE", "STANDALONE", "DFLASH", DDTREE), {"flashinfer": True})
+CAPS = Capabilities("0.5.23", ALL_FLAGS, ("EAGLE", "STANDALONE", "DFLASH", DDTREE), {"flashinfer": True, "flash_mla": True})
 
 
 def test_argv_from_detected_flags():
@@ -178,6 +178,10 @@ def test_unavailable_reasons():
     assert "has no DDTREE" in srv.unavailable_reason(configs["ddtree-b8-never-eager"], no_ddtree)
     no_fi = dataclasses.replace(CAPS, modules={"flashinfer": False})
     assert "flashinfer" in srv.unavailable_reason(configs["dflash-b16-never-eager"], no_fi)
+    # seen on the H200: SGLang 0.5.23 imports flash_mla when it captures the draft's CUDA graphs
+    no_mla = dataclasses.replace(CAPS, modules={"flashinfer": True, "flash_mla": False})
+    assert "flash_mla" in srv.unavailable_reason(configs["eagle-k1-s12-d13-always-graph"], no_mla)
+    assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_mla) == ""
     assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_fi) == ""
     old = dataclasses.replace(CAPS, flags=CAPS.flags - {"--speculative-eagle-topk"})
     assert "--speculative-eagle-topk" in srv.unavailable_reason(configs["eagle-k4-s3-d9-mod2-eager"], old)
