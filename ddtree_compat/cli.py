@@ -230,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                    help="re-run failing device cells under compute-sanitizer")
     s.add_argument("--tests", default=str(_default_tests_dir()), help="kernel tests directory")
-    s.add_argument("-n", "--workers", help="xdist workers (default on device: one pinned worker per GPU, or up to 8 sharing a single GPU; auto on interpret)")
+    s.add_argument("-n", "--workers", help="xdist workers (default: one per GPU, pinned, on device; auto on interpret)")
     s.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     s.set_defaults(func=cmd_sweep)
 

@@ -104,7 +104,7 @@ def test_server_log_of_a_passing_server_has_no_fault_line(log):
     assert logparse.fault_lines(log.read_text(errors="replace")) == []
 
 
-GRAPH_STARTUP_FAILURE = FIXTURES / "captures/servers/eagle-k1-s12-d13-always-graph/server.log"
+GRAPH_STARTUP_FAILURE = FIXTURES / "captures/h200-run1-no-flash-mla/servers/eagle-k1-s12-d13-always-graph/server.log"
 
 
 @pytest.mark.skipif(not GRAPH_STARTUP_FAILURE.exists(), reason=NONE_YET)

@@ -195,7 +195,7 @@ def test_probe_of_the_installed_sglang():
     pytest.importorskip("sglang")
     caps = srv.probe()
     assert caps.flags, caps.error
-    ok = dataclasses.replace(caps, error=None, modules={**caps.modules, "flashinfer": True})
+    ok = dataclasses.replace(caps, error=None, modules={**caps.modules, "flashinfer": True, "flash_mla": True})
     for c in plan("full"):
         reason = srv.unavailable_reason(c, ok)
         if c.algorithm == DDTREE and DDTREE not in caps.algorithms:

@@ -17,12 +17,9 @@ def test_worker_args_pin_each_gpu(monkeypatch):
         "--tx", "popen//env:CUDA_VISIBLE_DEVICES=2"]
 
 
-def test_one_gpu_is_shared_by_load_balanced_workers(monkeypatch):
+def test_device_sweep_pins_one_worker_even_on_a_single_gpu(monkeypatch):
     monkeypatch.setenv(FAKE_ENV, "sm90")
-    monkeypatch.setattr("os.cpu_count", lambda: 16)
-    assert device_worker_args(detect_gpus()) == ["-n", "8"]
-    monkeypatch.setattr("os.cpu_count", lambda: 2)
-    assert device_worker_args(detect_gpus()) == ["-n", "2"]
+    assert device_worker_args(detect_gpus()) == ["--dist", "each", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0"]
     monkeypatch.setenv(FAKE_ENV, "sm90,sm90")
     assert device_worker_args(detect_gpus())[:2] == ["--dist", "each"]
 
