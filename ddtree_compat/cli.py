@@ -67,7 +67,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         else:
             dist = ["-n", args.workers or "auto"]
         # Fault containment: cells run in xdist workers, replaced after a sticky CUDA fault or a hang.
-        cmd = [sys.executable, "-m", "pytest", str(tests), "-q", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", *_sweep_targets(tests), "-q", "-p", "no:cacheprovider",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
                f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", *dist, "--max-worker-restart=100000",
                f"--timeout={args.timeout}", "--timeout-method=thread", *args.pytest_args]
@@ -81,23 +81,48 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             cmd.append(f"--ddtree-backend={b}")
         print("+", " ".join(cmd), flush=True)
         start = time.time()
-        rc = subprocess.call(cmd)
-        # A worker replaced after a sticky fault can leave cells unrun (pytest-xdist's --dist each, used to
-        # pin one worker per GPU, drops a crashed worker's pending cells): resume until none is left.
-        for extra in range(1, args.resume_passes + 1):
-            if rc in (0, 5):
-                break
-            again = subprocess.call([*cmd, "--ddtree-resume"] if "--ddtree-resume" not in cmd else cmd)
-            print(f"tier {tier}: resume pass {extra}: pytest exit {again}", flush=True)
-            if again == 5:  # nothing left to run: every cell has a result line
-                break
+        try:
+            rc = _run_with_resume_passes(cmd, tier, args.resume_passes)
+        except KeyboardInterrupt:
+            print("\ninterrupted: the report covers what finished; continue with --resume", flush=True)
+            worst = 2
+            break
         print(f"tier {tier}: pytest exit {rc} in {time.time() - start:.1f}s", flush=True)
         worst = max(worst, rc)
     if results.exists():
         report = results.with_suffix(".md")
         _write_report([str(results)], str(report), str(results.with_suffix(".html")))
         print(f"results: {results}\nreport:  {report} (and .html, .png)")
+    Path(f"{results}.lock").unlink(missing_ok=True)
     return worst
+
+
+def _run_with_resume_passes(cmd: list[str], tier: str, passes: int) -> int:
+    """Run ``cmd``; after a pass with failures (pytest exit 1), resume up to ``passes`` times.
+
+    A worker replaced after a sticky fault can leave cells unrun (pytest-xdist's ``--dist each``, used to
+    pin one worker per GPU, drops a crashed worker's pending cells); a resumed pass runs only cells with no
+    result line and exits 5 when none is left. Other exits are final: 2 (interrupted), 3 (internal
+    error), 4 (usage error). Returns the first pass's exit status.
+    """
+    rc = last = subprocess.call(cmd)
+    resume = cmd if "--ddtree-resume" in cmd else [*cmd, "--ddtree-resume"]
+    for extra in range(1, passes + 1):
+        if last != 1:
+            break
+        print(f"tier {tier}: resume pass {extra}: running the cells without a result line", flush=True)
+        last = subprocess.call(resume)
+        print(f"tier {tier}: resume pass {extra}: pytest exit {last}", flush=True)
+    return rc
+
+
+def _sweep_targets(tests: Path) -> list[str]:
+    """The test paths for pytest: a directory's test files with the verify grid first (the field
+    failure's check; pytest would otherwise run files alphabetically, commit first)."""
+    if not tests.is_dir():
+        return [str(tests)]
+    files = sorted(tests.glob("test_*.py"), key=lambda p: (p.name != "test_verify.py", p.name))
+    return [str(f) for f in files] or [str(tests)]
 
 
 def _write_report(paths: list[str], out: str | None, html: str | None = None) -> None:

@@ -1,0 +1,51 @@
+"""The sweep command's own logic: which pytest exits start a resume pass, and the order of test files."""
+
+import sys
+from pathlib import Path
+
+from ddtree_compat.cli import _run_with_resume_passes, _sweep_targets
+
+
+def counting_cmd(tmp_path: Path, exits: list[int]) -> list[str]:
+    """A command that exits with ``exits[k]`` on its k-th run and logs its argv."""
+    script = tmp_path / "fake_pytest.py"
+    script.write_text(
+        "import json, sys, pathlib\n"
+        f"log = pathlib.Path({str(tmp_path / 'calls.jsonl')!r})\n"
+        "n = len(log.read_text().splitlines()) if log.exists() else 0\n"
+        "log.open('a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"sys.exit({exits!r}[min(n, {len(exits) - 1})])\n")
+    return [sys.executable, str(script)]
+
+
+def calls(tmp_path: Path) -> list[str]:
+    return (tmp_path / "calls.jsonl").read_text().splitlines()
+
+
+def test_usage_errors_and_interrupts_are_not_retried(tmp_path):
+    for code in (2, 3, 4, 0, 5):
+        (tmp_path / "calls.jsonl").unlink(missing_ok=True)
+        assert _run_with_resume_passes(counting_cmd(tmp_path, [code]), "interpret", 5) == code
+        assert len(calls(tmp_path)) == 1
+
+
+def test_failures_resume_until_no_cell_is_left(tmp_path, capsys):
+    cmd = counting_cmd(tmp_path, [1, 1, 5])
+    assert _run_with_resume_passes(cmd, "device", 5) == 1  # the first pass's verdict is kept
+    runs = calls(tmp_path)
+    assert len(runs) == 3 and "--ddtree-resume" not in runs[0] and all("--ddtree-resume" in r for r in runs[1:])
+    out = capsys.readouterr().out
+    assert "resume pass 1: running the cells without a result line" in out and "resume pass 2: pytest exit 5" in out
+
+
+def test_failures_stop_after_the_pass_limit(tmp_path):
+    assert _run_with_resume_passes(counting_cmd(tmp_path, [1]), "device", 2) == 1
+    assert len(calls(tmp_path)) == 3
+
+
+def test_verify_grid_runs_first(tmp_path):
+    for name in ("test_commit.py", "test_graph_padded.py", "test_verify.py", "test_static.py", "helper.py"):
+        (tmp_path / name).write_text("")
+    assert [Path(p).name for p in _sweep_targets(tmp_path)] == [
+        "test_verify.py", "test_commit.py", "test_graph_padded.py", "test_static.py"]
+    assert _sweep_targets(tmp_path / "test_commit.py") == [str(tmp_path / "test_commit.py")]
