@@ -18,7 +18,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from .._triton_env import interpreter_scalar_index
-from ..static.kernels import SGLANG_FILL_ACCEPT_TRITON, SGLANG_VERIFY_TRITON
+from ..static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
+                              SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON)
 from ..tiers import Target
 from . import sglang_tiles
 from ._sglang import device_reason, import_error, interpreter_on, interpreter_reason
@@ -48,8 +49,10 @@ def kv_copy_config(row_bytes: int) -> dict:
 class SGLangTritonBackend:
     name = "sglang-triton"
     attention_tiles = True  # verify_attention can run another arch's tile choice (sglang_tiles)
-    # compiled for every arch by the static tier: the verify kernel and the commit step's kernel
-    static_kernels = (SGLANG_VERIFY_TRITON, SGLANG_FILL_ACCEPT_TRITON)
+    # compiled for every arch by the static tier: the verify kernel, the commit step's kernels and the
+    # verify attention (each arch's own tile choice)
+    static_kernels = (SGLANG_VERIFY_TRITON, SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
+                      SGLANG_VERIFY_ATTENTION)
 
     def unavailable_reason(self, target: Target) -> str | None:
         if target.tier == "interpret" and not interpreter_on():

@@ -12,7 +12,7 @@ specialization the sweep would launch, the kernel is compiled (Triton: ``triton.
   instruction it cannot execute (wgmma off sm90, tcgen05 off the sm100 family, ...), local memory
   and spills reported.
 
-Modules: ``limits``, ``sass``, ``kernels`` (entries; SGLang's), ``triton_aot`` and ``nvcc`` (compile
-jobs, run in a worker process), ``runner`` (cells, the worker pool, the verdict), ``planted`` (a
+Modules: ``limits``, ``sass``, ``kernels`` (entries; SGLang's), ``triton_aot``, ``attention_aot`` (SGLang's
+verify attention with the launch it makes on each arch) and ``nvcc`` (compile jobs, run in a worker process), ``runner`` (cells, the worker pool, the verdict), ``planted`` (a
 test-only over-sized kernel).
 """

@@ -88,17 +88,23 @@ class TritonKernel:
         fn: ``module:attr`` of the ``@triton.jit`` function.
         signature: ``(parameter, Triton type)`` for every runtime parameter (``*i32``, ``*i64``, ``i32``);
             the rest are constexprs. Pointers are specialised as 16-byte aligned, as Triton does for
-            freshly allocated tensors.
-        specialize: ``(case, arch) -> Spec``.
+            freshly allocated tensors; an integer typed ``i32:16`` as a multiple of 16 (Triton's ``D``
+            specialization of an integer argument, e.g. a stride).
+        specialize: ``(case, arch) -> Spec``, one per verify case; or
+        specialize_all: ``(cases, arch) -> specs``, for kernels whose specializations are not one per
+            case (a bound over the cases, or the launch configurations of a pool).
     """
 
     kernel: str
     fn: str
     signature: tuple[tuple[str, str], ...]
-    specialize: Callable[[VerifyCase, str], Spec]
+    specialize: Callable[[VerifyCase, str], Spec] | None = None
+    specialize_all: Callable[[tuple[VerifyCase, ...], str], Iterable[Spec]] | None = None
 
     def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
         """Distinct specializations over ``cases``, in first-seen order."""
+        if self.specialize_all is not None:
+            return _unique(self.specialize_all(tuple(cases), arch))
         return _unique(self.specialize(c, arch) for c in cases)
 
     def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
@@ -106,6 +112,38 @@ class TritonKernel:
 
         return triton_aot.compile_kernel, (self.fn, self.signature, spec.constexprs, spec.num_warps,
                                            spec.num_stages, arch, cache_dir)
+
+
+@dataclass(frozen=True)
+class SGLangAttentionKernel:
+    """SGLang's verify attention kernel (``_fwd_kernel`` of ``extend_attention_fwd``), compiled per arch
+    with the launch SGLang makes on that arch (:mod:`~ddtree_compat.static.attention_aot`): its own tile
+    choice, ``num_warps``/``num_stages`` and flags, recorded from ``extend_attention_fwd`` itself.
+
+    Attributes:
+        kernel: name in the matrix (``verify_attention``).
+        head_dims: ``Lq = Lv`` values, one spec each (``d128-bf16``).
+        dtype: ``fp16`` or ``bf16`` (q/k/v/o and the KV pool).
+
+    A spec's ``constexprs`` beyond ``head_dim`` (and its ``num_warps``) override the recorded launch:
+    a tile config SGLang does not choose, for tests.
+    """
+
+    kernel: str
+    head_dims: tuple[int, ...]
+    dtype: str
+
+    def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
+        return [Spec(f"d{h}-{self.dtype}", (("head_dim", h),)) for h in self.head_dims]
+
+    def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
+        from . import attention_aot
+
+        overrides = dict(spec.constexprs)
+        head_dim = overrides.pop("head_dim")
+        if spec.num_warps is not None:
+            overrides["num_warps"] = spec.num_warps
+        return attention_aot.compile_attention, (head_dim, self.dtype, tuple(overrides.items()), arch, cache_dir)
 
 
 @dataclass(frozen=True)
@@ -179,3 +217,59 @@ SGLANG_VERIFY_CUDA = CudaJitKernel(
     threads=1,
     id="jit-speculative_tree",
 )
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def front_out_specs(cases: tuple[VerifyCase, ...], arch: str) -> list[Spec]:
+    """``fill_front_out_cache_loc_func`` launches ``assign_extend_cache_locs`` with ``pool_len`` = the
+    window (``C`` slots per request) and ``bs_upper = next_pow2(bs)`` (its ``tl.arange`` width). Only
+    ``bs_upper`` sizes the kernel, so one spec bounds the cases: their largest ``C`` and ``bs``."""
+    if not cases:
+        return []
+    slots, upper = max(c.slots for c in cases), _next_pow2(max(c.batch for c in cases))
+    return [Spec(f"c{slots}-bs{upper}", (("pool_len", slots), ("bs_upper", upper)))]
+
+
+def move_kv_specs(cases: tuple[VerifyCase, ...], arch: str) -> list[Spec]:
+    """``copy_all_layer_kv_cache_tiled`` as the token KV pool launches it for the commit tier's pool
+    layouts (``commit.KV_SHAPES`` x ``commit.KV_DTYPES``): each tile config ``kv_copy_config`` picks
+    (``BYTES_PER_TILE``, ``num_warps``), at its largest ``num_locs_upper`` (the pool's per-launch
+    cap, >= every launch of the suite), ``num_stages=2`` as ``copy_all_layer_kv_cache_func`` passes."""
+    from ..backends.sglang_triton import kv_copy_config
+    from ..commit import KV_DTYPES, KV_SHAPES
+
+    specs = []
+    for heads, dim in KV_SHAPES:
+        for dtype in KV_DTYPES.values():
+            cfg = kv_copy_config(heads * dim * dtype.itemsize)
+            tile, warps, upper = cfg["bytes_per_tile"], cfg["num_warps"], cfg["num_locs_upper"]
+            specs.append(Spec(f"t{tile}-w{warps}-n{upper}", (("num_locs_upper", upper), ("BYTES_PER_TILE", tile)),
+                              num_warps=warps, num_stages=2))
+    return sorted(set(specs), key=lambda s: dict(s.constexprs)["BYTES_PER_TILE"])
+
+
+# fill_front_out_cache_loc_func: rows = arange(bs) (int64), the out_cache_loc window (int64),
+# starts = zeros_like(num_front) and num_front (int32: accept_lens), the packed output (int64).
+SGLANG_FRONT_OUT_TRITON = TritonKernel(
+    kernel="front_out_cache_loc",
+    fn="sglang.kernels.ops.speculative.cache_locs:assign_extend_cache_locs",
+    signature=(("req_pool_indices", "*i64"), ("req_to_token", "*i64"), ("start_offset", "*i32"),
+               ("end_offset", "*i32"), ("out_cache_loc", "*i64")),
+    specialize_all=front_out_specs,
+)
+
+# MHATokenToKVPool: a uint64 pointer table, int64 byte strides, int64 slot lists; num_locs a runtime i32.
+SGLANG_MOVE_KV_TRITON = TritonKernel(
+    kernel="move_kv",
+    fn="sglang.kernels.ops.kvcache.cache_move:copy_all_layer_kv_cache_tiled",
+    signature=(("data_ptrs", "*u64"), ("strides", "*i64"), ("tgt_loc_ptr", "*i64"), ("src_loc_ptr", "*i64"),
+               ("num_locs", "i32")),
+    specialize_all=move_kv_specs,
+)
+
+# The target verify's attention, at the head dims of the verify-attention tier, in bf16 (smem and
+# tiles are the same in fp16).
+SGLANG_VERIFY_ATTENTION = SGLangAttentionKernel(kernel="verify_attention", head_dims=(64, 128, 256), dtype="bf16")

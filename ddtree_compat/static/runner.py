@@ -35,7 +35,7 @@ from typing import Iterable, Union
 
 from ..cases import VerifyCase
 from ..harness import Verdict
-from .kernels import Build, BuildError, CudaJitKernel, Spec, TritonKernel, Unavailable
+from .kernels import Build, BuildError, CudaJitKernel, SGLangAttentionKernel, Spec, TritonKernel, Unavailable
 from .limits import Usage, limits_for, over_limits
 from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, runs_on
 
@@ -44,7 +44,7 @@ STATIC_ARCHES = ("sm80", "sm86", "sm89", "sm90", "sm100", "sm103", "sm120", "sm1
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "static"
 COMPILE_TIMEOUT_S = 1200
 
-Entry = Union[TritonKernel, CudaJitKernel]
+Entry = Union[TritonKernel, CudaJitKernel, SGLangAttentionKernel]
 
 
 @dataclass(frozen=True)

@@ -47,13 +47,15 @@ def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexp
     if not hasattr(fn, "arg_names") or not hasattr(fn, "cache_key"):
         return Unavailable(f"{fn_ref} is a {type(fn).__name__}, not a compilable @triton.jit function "
                            "(TRITON_INTERPRET=1 in the compile worker?)")
-    types = dict(signature)
+    declared = dict(signature)
+    types = {n: t.partition(":")[0] for n, t in declared.items()}
     consts = dict(constexprs)
     missing = [n for n in fn.arg_names if n not in types and n not in consts]
     if missing:
         return BuildError("triton-compile-error", f"{fn_ref}: no type or constexpr value for {missing}")
     sig = {n: types.get(n, "constexpr") for n in fn.arg_names}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names) if types.get(n, "").startswith("*")}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
+             if types.get(n, "").startswith("*") or declared.get(n, "").endswith(":16")}
     major, minor = parse_arch(arch)
     options = {k: v for k, v in (("num_warps", num_warps), ("num_stages", num_stages)) if v is not None}
     start = time.perf_counter()

@@ -12,6 +12,7 @@ import pytest
 from ddtree_compat.arch import detect_gpus
 from ddtree_compat.mutants import OversizedSmem
 from ddtree_compat.plugin import arch_marks
+from ddtree_compat.static.kernels import SGLANG_VERIFY_ATTENTION, Spec
 from ddtree_compat.static.limits import limits_for
 from ddtree_compat.static.runner import StaticCell, run_static
 
@@ -41,6 +42,22 @@ def test_planted_oversized_smem_is_out_of_resources_on_sm120_only(arch, ddtree_s
     else:
         assert verdict.outcome == "pass", verdict.message
         assert "smem 163840/232448 B" in verdict.message, verdict.message
+
+
+@pytest.mark.static
+@pytest.mark.parametrize("arch", [pytest.param("sm120", marks=arch_marks("sm120"))])
+def test_oversized_attention_tiles_are_out_of_resources_on_sm120(arch, ddtree_static_cache):
+    """SGLang's verify attention at head_dim 256 with 128 x 128 tiles (a choice SGLang does not make on
+    sm120: it picks 64 x 64 there) needs 160 KB of shared memory: the attention entry must call it
+    ``out of resources`` on sm120, naming the tile config."""
+    spec = Spec("d256-bf16-m128-n128", (("head_dim", 256), ("BLOCK_M", 128), ("BLOCK_N", 128), ("BLOCK_N_PREFIX", 128)))
+    verdict = run_static(StaticCell(arch, "sglang-triton", SGLANG_VERIFY_ATTENTION, spec), ddtree_static_cache)
+    if verdict.outcome == "skip":
+        pytest.skip(verdict.message)
+    assert (verdict.outcome, verdict.fault_class) == ("fault", "out-of-resources"), verdict.message
+    for words in ("out of resources", "verify_attention", "BLOCK_M=128, BLOCK_N=128", "num_warps=8, num_stages=1",
+                  "on sm120", "> 101376 B per block"):
+        assert words in verdict.message, verdict.message
 
 
 @pytest.mark.device

@@ -10,7 +10,8 @@ from ddtree_compat.arch import ARCHES
 from ddtree_compat.cases import make_case
 from ddtree_compat.mutants import OversizedSmem
 from ddtree_compat.static import sass
-from ddtree_compat.static.kernels import SGLANG_FILL_ACCEPT_TRITON, SGLANG_VERIFY_TRITON, Build
+from ddtree_compat.static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
+                                          SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, Build, Spec)
 from ddtree_compat.static.limits import LIMITS, Usage, limits_for, over_limits
 from ddtree_compat.static.runner import STATIC_ARCHES, StaticCell, build, judge, run_static, static_cells
 
@@ -163,6 +164,43 @@ def test_specializations_come_from_the_cases():
                                      "static-sm90-b-verify_tree_greedy-bs3-w9-c9", "static-sm90-b-verify_tree_greedy-bs1-w13-c13"]
 
 
+def test_commit_and_attention_specializations():
+    cases = [make_case(8, "spine", "deep", 3), make_case(12, "spine", "deep", 5)]
+    assert [(s.id, dict(s.constexprs)) for s in SGLANG_FRONT_OUT_TRITON.specs(cases, "sm120")] == [
+        ("c13-bs8", {"pool_len": 13, "bs_upper": 8})]
+    moves = SGLANG_MOVE_KV_TRITON.specs(cases, "sm90")
+    assert [(s.id, s.num_warps, s.num_stages) for s in moves] == [
+        ("t128-w4-n256", 4, 2), ("t256-w4-n256", 4, 2), ("t512-w8-n128", 8, 2)]
+    assert [s.id for s in SGLANG_VERIFY_ATTENTION.specs(cases, "sm120")] == ["d64-bf16", "d128-bf16", "d256-bf16"]
+    func, args = SGLANG_VERIFY_ATTENTION.job(Spec("x", (("head_dim", 128), ("BLOCK_M", 16)), num_warps=2), "sm120", "/c")
+    assert func.__name__ == "compile_attention" and args == (128, "bf16", (("BLOCK_M", 16), ("num_warps", 2)), "sm120", "/c")
+
+
+def test_attention_launch_is_recorded_from_sglang_per_arch():
+    """The compiled launch is the one ``extend_attention_fwd`` makes: sm120's own tiles, verify flags,
+    Triton's JIT typing (strides carry the divisibility hint, ``None`` pointers are constexprs)."""
+    from ddtree_compat.static import attention_aot
+
+    try:
+        from ddtree_compat.backends import sglang_tiles
+
+        args, kwargs = attention_aot.sglang_launch("sm120", 128, "bf16")
+        fn = attention_aot.load_object(attention_aot.FN)
+    except ImportError as e:
+        pytest.skip(f"SGLang's extend attention is not importable here: {e}")
+    tiles = sglang_tiles.tile_choice("sm120", 128)
+    assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["num_warps"]) == (tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["num_warps"])
+    assert kwargs["num_stages"] == 1 and kwargs["USE_CUSTOM_MASK"] is True and kwargs["IS_CAUSAL"] is True
+    if not hasattr(fn, "params"):
+        pytest.skip("TRITON_INTERPRET=1 in this process: _fwd_kernel is an interpreter function, not typed here "
+                    "(the static cells type and compile it in their worker)")
+    sig, consts = attention_aot.signature_of(fn, args, {k: v for k, v in kwargs.items() if not k.startswith("num_")})
+    sig, consts = dict(sig), dict(consts)
+    assert sig["Q_Extend"] == "*bf16" and sig["mask_ptr"] == "*u1" and sig["stride_qbs"] == "i32:16"
+    assert sig["sm_scale"] == "fp32" and sig["kv_group_num"] == "i32"
+    assert consts["LSE_Extend"] is None and consts["PAGE_SIZE"] == 1 and consts["Lq"] == 128
+
+
 @pytest.mark.parametrize("arch, gencode, define", [
     ("sm120", "-gencode=arch=compute_120f,code=sm_120f", "-DSGL_CUDA_ARCH=1200"),
     ("sm121", "-gencode=arch=compute_121a,code=sm_121a", "-DSGL_CUDA_ARCH=1210"),
@@ -210,6 +248,13 @@ def test_sm120_on_a_cpu_machine_selects_static_cells(pytester, verify_suite, ddt
     assert sorted(p.split("[")[1] for p in picked) == [
         "static-sm120-sglang-cuda-verify_tree_greedy-jit-speculative_tree]",
         "static-sm120-sglang-triton-fill_accept_out_cache_loc-n32]",
+        "static-sm120-sglang-triton-front_out_cache_loc-c9-bs4]",
+        "static-sm120-sglang-triton-move_kv-t128-w4-n256]",
+        "static-sm120-sglang-triton-move_kv-t256-w4-n256]",
+        "static-sm120-sglang-triton-move_kv-t512-w8-n128]",
+        "static-sm120-sglang-triton-verify_attention-d128-bf16]",
+        "static-sm120-sglang-triton-verify_attention-d256-bf16]",
+        "static-sm120-sglang-triton-verify_attention-d64-bf16]",
         "static-sm120-sglang-triton-verify_tree_greedy-bs3-w9-c9]"]
     assert _run(pytester, ddtree_static_cache, "--collect-only", "-q", "-m", "sm120", "--ddtree-case", str(verify_suite),
                 "--ddtree-static=off").ret == pytest.ExitCode.NO_TESTS_COLLECTED
