@@ -49,6 +49,14 @@ class GateResult:
     changed: list[Change] = field(default_factory=list)
     new: list[Change] = field(default_factory=list)
     unchanged: int = 0
+    baseline_columns: set[str] = field(default_factory=set)
+    candidate_columns: set[str] = field(default_factory=set)
+
+    @property
+    def disjoint(self) -> bool:
+        """No ``backend · arch`` column in common: every baseline cell reads as missing (a comparison of
+        runs on different archs or tiers, most likely not what was meant)."""
+        return bool(self.baseline_columns) and not (self.baseline_columns & self.candidate_columns)
 
     @property
     def failed(self) -> bool:
@@ -68,7 +76,8 @@ def cells(results: Results) -> dict[CellKey, tuple[str, str]]:
 def compare(baseline: Results, candidate: Results) -> GateResult:
     """Classify every cell of either set (see the module docstring)."""
     before, after = cells(baseline), cells(candidate)
-    g = GateResult()
+    g = GateResult(baseline_columns={f"{k[1]} · {k[2]}" for k in before},
+                   candidate_columns={f"{k[1]} · {k[2]}" for k in after})
     for key in sorted(before.keys() | after.keys()):
         b = before.get(key, (MISSING, ""))[0]
         a, message = after.get(key, (MISSING, ""))
@@ -108,6 +117,10 @@ def render_markdown(g: GateResult, baseline: str, candidate: str, limit: int = 5
     lines = ["# SGLang upgrade gate", "", f"Baseline `{baseline}`, candidate `{candidate}`.", "",
              f"{verdict}; {len(g.fixed)} fixed, {len(g.changed)} changed otherwise, {len(g.new)} new, "
              f"{g.unchanged} unchanged.", ""]
+    if g.disjoint:
+        lines += [f"> **Warning**: the two files share no backend · arch column (baseline: "
+                  f"{', '.join(sorted(g.baseline_columns))}; candidate: {', '.join(sorted(g.candidate_columns))}), "
+                  "so every baseline cell reads as missing. Compare runs of the same arch and tier.", ""]
     lines += _section("Regressed (pass -> anything else)", g.regressed, limit)
     lines += _section("Fixed (-> pass)", g.fixed, limit)
     lines += _section("Changed otherwise", g.changed, limit)

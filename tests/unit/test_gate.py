@@ -131,3 +131,18 @@ def test_gate_on_two_real_interpret_sweeps(tmp_path):
     assert "| sglang-triton · interpret | pass | zero-accept | 2 |" in r.stdout
     assert "- `b8-spine-deep-bs3-cap16` (sglang-triton · interpret, verify_tree_greedy): pass -> zero-accept" in r.stdout
     assert diff(pinned, pinned, env=env).returncode == 0
+
+
+def test_runs_of_different_archs_warn_that_nothing_lines_up(tmp_path):
+    """The sm90 archive against a copy relabelled as another arch: every baseline cell is missing, and the
+    gate says why instead of listing 15k regressions without comment."""
+    other = tmp_path / "sm120.jsonl"
+    other.write_text("".join(json.dumps({**o, "arch": "sm120"} if o["kind"] == "result" else o) + "\n"
+                             for o in map(json.loads, gzip.decompress(H200.read_bytes()).decode().splitlines())))
+    g = compare(load([H200]), load([other]))
+    assert g.disjoint and g.failed
+    r = diff(H200, other)
+    assert r.returncode == 1
+    assert "**Warning**: the two files share no backend · arch column" in r.stdout
+    assert "sglang-triton · sm90" in r.stdout and "sglang-triton · sm120" in r.stdout
+    assert not compare(load([H200]), load([H200])).disjoint
