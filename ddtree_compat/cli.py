@@ -39,7 +39,7 @@ def _default_tests_dir() -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .arch import detect_gpus
     from .cases import check_profile
-    from .tiers import TIERS, device_worker_args, resolve_tier
+    from .tiers import TIERS, pinned_worker_args, resolve_tier
 
     gpus = detect_gpus()
     check_profile(args.profile)
@@ -62,8 +62,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         results.unlink()
     worst = 0
     for n, tier in enumerate(tiers):
+        # device tier: one worker per GPU, pinned with CUDA_VISIBLE_DEVICES, one GPU included. Several workers
+        # sharing one GPU (-n N) would cut the wall time (the harness's Python per cell dominates), but on the
+        # lent H200 `-n 8` over tests/kernels started no cell within 240 s in three tries, while `-n 12` over
+        # test_verify_attention.py ran 1672 cells in 104 s (docs/device-runs.md): pinned is the mode seen working.
         if tier == "device" and not args.workers:
-            dist = device_worker_args(gpus)
+            dist = pinned_worker_args(gpus)
         else:
             dist = ["-n", args.workers or "auto"]
         # Fault containment: cells run in xdist workers, replaced after a sticky CUDA fault or a hang.

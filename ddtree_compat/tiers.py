@@ -105,15 +105,3 @@ def pinned_worker_args(gpus: list[Gpu]) -> list[str]:
         args += ["--tx", f"popen//env:CUDA_VISIBLE_DEVICES={device}"]
     return args
 
-
-def device_worker_args(gpus: list[Gpu]) -> list[str]:
-    """pytest-xdist arguments for the device tier's sweep: :func:`pinned_worker_args`, one pinned worker
-    per GPU, on any host (one GPU included).
-
-    Several load-balanced workers sharing one GPU (``sweep -n N``) would cut the wall time, since a
-    kernel call takes ~0.1 ms and the harness's Python per cell dominates; but on the lent H200,
-    ``-n 8`` over ``tests/kernels`` gave no result within 240 s in three tries (no worker came up),
-    while ``-n 12`` over ``test_verify_attention.py`` ran its 1672 cells in 104 s. Until that is
-    understood the default stays the mode seen working on the whole sweep (docs/device-runs.md).
-    """
-    return pinned_worker_args(gpus)

@@ -7,7 +7,7 @@ import sys
 
 from ddtree_compat.arch import FAKE_ENV, detect_gpus
 from ddtree_compat.cases import make_case
-from ddtree_compat.tiers import device_worker_args, pinned_worker_args
+from ddtree_compat.tiers import pinned_worker_args
 
 
 def test_worker_args_pin_each_gpu(monkeypatch):
@@ -15,13 +15,6 @@ def test_worker_args_pin_each_gpu(monkeypatch):
     assert pinned_worker_args(detect_gpus()) == [
         "--dist", "each", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=1",
         "--tx", "popen//env:CUDA_VISIBLE_DEVICES=2"]
-
-
-def test_device_sweep_pins_one_worker_even_on_a_single_gpu(monkeypatch):
-    monkeypatch.setenv(FAKE_ENV, "sm90")
-    assert device_worker_args(detect_gpus()) == ["--dist", "each", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0"]
-    monkeypatch.setenv(FAKE_ENV, "sm90,sm90")
-    assert device_worker_args(detect_gpus())[:2] == ["--dist", "each"]
 
 
 def test_worker_args_honour_this_process_visible_devices(monkeypatch):
