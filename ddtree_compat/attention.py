@@ -42,18 +42,16 @@ Tile configurations: ``tiles`` is ``native`` (the module's own choice on this de
 
 from __future__ import annotations
 
-import json
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from .buffers import FLOAT_POISON_BITS, Guarded, canary_report
-from .cases import VerifyCase, _seed, make_case
+from .cases import NestedCase, VerifyCase, _seed, make_case
 from .errors import CaseError
 from .harness import Verdict, fault_verdict, synchronize
 from .oracle import ancestor_mask, verify_attention_reference
@@ -107,7 +105,7 @@ TOLERANCES: dict[str, Tolerance] = {
 
 
 @dataclass(frozen=True)
-class AttentionCase:
+class AttentionCase(NestedCase):
     """One verify-attention call.
 
     Attributes:
@@ -125,6 +123,9 @@ class AttentionCase:
     Raises:
         CaseError: via :meth:`check`.
     """
+
+    SCHEMA = SCHEMA
+    KIND = "attention"
 
     verify: VerifyCase
     heads: int
@@ -201,33 +202,6 @@ class AttentionCase:
                             "does not match the tree case's capacity", where)
         self.verify.check()
         return self
-
-    def to_json(self) -> str:
-        data = {k: v for k, v in asdict(self).items() if k != "verify"}
-        return json.dumps({"schema": SCHEMA, **data, "verify": json.loads(self.verify.to_json())},
-                          separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, where: str = "attention case JSON") -> "AttentionCase":
-        """Parse and validate. Raises :class:`CaseError` on bad JSON, a wrong schema or bad fields."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CaseError("json", text[:40], "a JSON object written by AttentionCase.to_json", f"not JSON ({e.msg})",
-                            where)
-        if not isinstance(data, dict) or data.pop("schema", None) != SCHEMA:
-            raise CaseError("schema", None, SCHEMA, "wrong schema", where)
-        try:
-            verify = VerifyCase.from_json(json.dumps(data.pop("verify")), where)
-            return cls(verify=verify, **data).check()
-        except TypeError as e:
-            raise CaseError("fields", str(e), ", ".join(f for f in cls.__dataclass_fields__), "malformed", where)
-
-    def save(self, directory) -> Path:
-        path = Path(directory) / f"{self.id}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json())
-        return path
 
 
 # --------------------------------------------------------------------------------------------------

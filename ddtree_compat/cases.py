@@ -208,6 +208,47 @@ class VerifyCase:
         return cls.from_json(text, where=str(path))
 
 
+class NestedCase:
+    """JSON and files for a case made of a :class:`VerifyCase` (field ``verify``) plus fields of its own:
+    the commit and verify-attention cases. A subclass (a dataclass) sets ``SCHEMA`` and ``KIND``.
+
+    The JSON is ``{"schema": SCHEMA, <own fields>, "verify": <VerifyCase JSON>}``; :meth:`from_json`
+    raises :class:`CaseError` on bad JSON, a wrong schema or malformed fields, and validates through
+    the subclass's ``check()``.
+    """
+
+    SCHEMA = ""
+    KIND = ""
+
+    def to_json(self) -> str:
+        data = {k: v for k, v in asdict(self).items() if k != "verify"}
+        return json.dumps({"schema": self.SCHEMA, **data, "verify": json.loads(self.verify.to_json())},
+                          separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str | None = None):
+        where = where or f"{cls.KIND} case JSON"
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CaseError("json", text[:40], f"a JSON object written by {cls.__name__}.to_json",
+                            f"not JSON ({e.msg})", where)
+        if not isinstance(data, dict) or data.pop("schema", None) != cls.SCHEMA:
+            raise CaseError("schema", None, cls.SCHEMA, "wrong schema", where)
+        try:
+            verify = VerifyCase.from_json(json.dumps(data.pop("verify")), where)
+            return cls(verify=verify, **data).check()
+        except (TypeError, KeyError) as e:
+            raise CaseError("fields", str(e), ", ".join(cls.__dataclass_fields__), "malformed", where)
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``<directory>/<id>.json``; return its path."""
+        path = Path(directory) / f"{self.id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json())
+        return path
+
+
 # --------------------------------------------------------------------------------------------------
 # Planting acceptance
 # --------------------------------------------------------------------------------------------------

@@ -42,17 +42,15 @@ trees without multiplying the grid.
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .backends import COMMIT_KERNELS
 from .buffers import PADDING, POISON, Guarded, canary_report
-from .cases import VerifyCase, _seed, grid
+from .cases import NestedCase, VerifyCase, _seed, grid
 from .errors import CaseError
 from .harness import Verdict, fault_verdict, synchronize
 from .oracle import CommitPlan, commit_plan, release_boundary
@@ -68,7 +66,7 @@ LAYERS = 2
 
 
 @dataclass(frozen=True)
-class CommitCase:
+class CommitCase(NestedCase):
     """One commit of a verified batch.
 
     Attributes:
@@ -79,6 +77,9 @@ class CommitCase:
         kv_heads, head_dim, kv_dtype: the KV pool layout for ``move_kv`` (``fp8`` is stored as uint8,
             as SGLang stores fp8 KV).
     """
+
+    SCHEMA = SCHEMA
+    KIND = "commit"
 
     verify: VerifyCase
     page_size: int
@@ -103,33 +104,6 @@ class CommitCase:
             raise CaseError("kv_heads", (self.kv_heads, self.head_dim), "positive integers", "out of range", where)
         self.verify.check()
         return self
-
-    def to_json(self) -> str:
-        data = {k: v for k, v in asdict(self).items() if k != "verify"}
-        return json.dumps({"schema": SCHEMA, **data, "verify": json.loads(self.verify.to_json())},
-                          separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, where: str = "commit case JSON") -> "CommitCase":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CaseError("json", text[:40], "a JSON object written by CommitCase.to_json", f"not JSON ({e.msg})",
-                            where)
-        if not isinstance(data, dict) or data.pop("schema", None) != SCHEMA:
-            raise CaseError("schema", None, SCHEMA, "wrong schema", where)
-        try:
-            verify = VerifyCase.from_json(json.dumps(data.pop("verify")), where)
-            return cls(verify=verify, **data).check()
-        except TypeError as e:
-            raise CaseError("fields", str(e), "page_size, placement, kv_heads, head_dim, kv_dtype, verify",
-                            "malformed", where)
-
-    def save(self, directory) -> Path:
-        path = Path(directory) / f"{self.id}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json())
-        return path
 
 
 def commit_cases(verify_cases: tuple[VerifyCase, ...] | None = None) -> tuple[CommitCase, ...]:

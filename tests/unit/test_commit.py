@@ -71,6 +71,10 @@ def test_commit_case_json_round_trip_and_bad_input(tmp_path):
         CommitCase.from_json(SIBLING.to_json().replace('"page_size":16', '"page_size":32'))
     with pytest.raises(CaseError, match="field 'kv_dtype'"):
         CommitCase.from_json(SIBLING.to_json().replace('"kv_dtype":"bf16"', '"kv_dtype":"fp4"'))
+    with pytest.raises(CaseError, match="commit case JSON: field 'fields'"):  # no nested verify case
+        CommitCase.from_json('{"schema":"ddtree-compat/commit-case/1","page_size":16}')
+    with pytest.raises(CaseError, match="field 'schema'"):
+        CommitCase.from_json(SIBLING.to_json().replace("commit-case/1", "attention-case/1"))
 
 
 # ---- freed-slot sets: the oracle's plan, and the check that derives them from kernel outputs
