@@ -5,8 +5,9 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
     python benchmarks/suite_cost.py --out docs/benchmarks/$(date +%F)-$(hostname).md
 
 1. **time-to-verdict**: wall time of the default kernel sweep (``python -m ddtree_compat sweep``:
-   verify + commit + graph cells, every backend) on this host's tier. Aim on an H200: <= 60 s.
-   The e2e ratio needs the e2e tier (issue 8); until then it prints ``n/a``.
+   verify + commit + graph cells, every backend) on this host's tier, with the sweep's own worker
+   count or each of ``--sweep-workers 8,16``. Aim on an H200: <= 60 s. ``--e2e`` also times the e2e
+   smoke tests (real SGLang servers) for the ratio.
 2. **containment overhead**: the same slice of cells (``-k SLICE``) in one process without xdist,
    under the sweep's containment (xdist worker, ``--timeout``, ``--max-worker-restart``), and one
    process per cell (``python -m ddtree_compat replay``). Aim: containment <= 10 % over one process.
@@ -18,6 +19,7 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -36,6 +38,13 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
     return time.perf_counter() - start, rc
 
 
+def result_lines(path: Path) -> int:
+    """Result lines in a results file (0 when the sweep wrote none)."""
+    if not path.exists():
+        return 0
+    return sum(json.loads(line).get("kind") == "result" for line in path.read_text().splitlines() if line.strip())
+
+
 def pytest_cmd(tier: str, slice_: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "tests/kernels/test_verify.py", "-q", "-p", "no:cacheprovider",
             f"--ddtree-tier={tier}", "--ddtree-results=", "-k", slice_, *extra]
@@ -46,6 +55,8 @@ def main() -> int:
     p.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
     p.add_argument("--budgets", default="8,12", help="budgets of the slice for parts 2 and 3")
     p.add_argument("--topology", default="spine", help="topology of the slice for parts 2 and 3")
+    p.add_argument("--sweep-workers", default="default",
+                   help="comma-separated xdist worker counts to time part 1 with ('default': the sweep's own choice)")
     p.add_argument("--skip-sweep", action="store_true", help="skip part 1 (the full sweep)")
     p.add_argument("--replays", type=int, default=0,
                    help="run only the first N one-process-per-case replays and scale the time (default: all)")
@@ -69,14 +80,15 @@ def main() -> int:
     if not args.skip_sweep:
         # The verify and commit kernel sweep (graph cells and hypothesis properties included); the static
         # tier is a CPU tier (part 3) and verify attention has its own shape sweep.
-        sweep = [sys.executable, "-m", "ddtree_compat", "sweep", f"--tier={tier}", "--name", "bench", "--",
-                 "--ddtree-static=off", "--ignore=tests/kernels/test_verify_attention.py"]
-        with tempfile.TemporaryDirectory() as out:
-            wall, rc = timed(sweep[:5] + ["--out-dir", out] + sweep[5:])
-            cells = sum('"kind": "result"' in line for line in (Path(out) / "bench.jsonl").read_text().splitlines()) \
-                if (Path(out) / "bench.jsonl").exists() else 0
-        rows.append(("time-to-verdict: default sweep (verify + commit + graph + properties)", f"{wall:.1f} s",
-                     f"{cells} cells, exit {rc}"))
+        for workers in args.sweep_workers.split(","):
+            sweep = [sys.executable, "-m", "ddtree_compat", "sweep", f"--tier={tier}", "--name", "bench",
+                     *(["-n", workers] if workers != "default" else [])]
+            with tempfile.TemporaryDirectory() as out:
+                wall, rc = timed([*sweep, "--out-dir", out, "--", "--ddtree-static=off",
+                                  "--ignore=tests/kernels/test_verify_attention.py"])
+                cells = result_lines(Path(out) / "bench.jsonl")
+            rows.append((f"time-to-verdict: default sweep (verify + commit + graph + properties), workers {workers}",
+                         f"{wall:.1f} s", f"{cells} cells, exit {rc}"))
         if args.e2e:
             e2e, rc_e2e = timed([sys.executable, "-m", "pytest", "tests/e2e", "-m", "e2e", "-q", "-p", "no:cacheprovider",
                                  "--ddtree-results="])

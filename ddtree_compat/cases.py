@@ -44,8 +44,26 @@ class Request:
         return DraftTree(self.parents, self.tokens)
 
 
+class SavedCase:
+    """``save()`` for every case kind (a dataclass with ``id`` and ``to_json()``)."""
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``<directory>/<id>.json`` atomically (a temporary file, then a rename: xdist workers
+        sharing one GPU may save the same failing case at once); return its path.
+
+        Raises:
+            OSError: the directory cannot be created or written.
+        """
+        path = Path(directory) / f"{self.id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(self.to_json())
+        os.replace(tmp, path)
+        return path
+
+
 @dataclass(frozen=True)
-class VerifyCase:
+class VerifyCase(SavedCase):
     """One ``verify_tree_greedy`` call: a batch of requests sharing budget ``B`` (``D = B + 1`` nodes each).
 
     Attributes:
@@ -192,13 +210,6 @@ class VerifyCase:
         fields = {k: v for k, v in data.items() if k not in ("schema", "requests")}
         return cls(requests=reqs, **fields).check(where)
 
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Write ``<directory>/<id>.json``; return its path."""
-        path = Path(directory) / f"{self.id}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json())
-        return path
-
     @classmethod
     def load(cls, path: str | os.PathLike) -> "VerifyCase":
         try:
@@ -208,7 +219,7 @@ class VerifyCase:
         return cls.from_json(text, where=str(path))
 
 
-class NestedCase:
+class NestedCase(SavedCase):
     """JSON and files for a case made of a :class:`VerifyCase` (field ``verify``) plus fields of its own:
     the commit and verify-attention cases. A subclass (a dataclass) sets ``SCHEMA`` and ``KIND``.
 
@@ -240,13 +251,6 @@ class NestedCase:
             return cls(verify=verify, **data).check()
         except (TypeError, KeyError) as e:
             raise CaseError("fields", str(e), ", ".join(cls.__dataclass_fields__), "malformed", where)
-
-    def save(self, directory: str | os.PathLike) -> Path:
-        """Write ``<directory>/<id>.json``; return its path."""
-        path = Path(directory) / f"{self.id}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json())
-        return path
 
 
 # --------------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ def _default_tests_dir() -> Path:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .arch import detect_gpus
     from .cases import check_profile
-    from .tiers import TIERS, pinned_worker_args, resolve_tier
+    from .tiers import TIERS, device_worker_args, resolve_tier
 
     gpus = detect_gpus()
     check_profile(args.profile)
@@ -62,16 +62,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         results.unlink()
     worst = 0
     for n, tier in enumerate(tiers):
-        # device tier: one worker per GPU, pinned with CUDA_VISIBLE_DEVICES, one GPU included. Several workers
-        # sharing one GPU (-n N) would cut the wall time (the harness's Python per cell dominates), but on the
-        # lent H200 `-n 8` over tests/kernels started no cell within 240 s in three tries, while `-n 12` over
-        # test_verify_attention.py ran 1672 cells in 104 s (docs/device-runs.md): pinned is the mode seen working.
         if tier == "device" and not args.workers:
-            dist = pinned_worker_args(gpus)
+            dist = device_worker_args(gpus)
         else:
             dist = ["-n", args.workers or "auto"]
         # Fault containment: cells run in xdist workers, replaced after a sticky CUDA fault or a hang.
-        cmd = [sys.executable, "-m", "pytest", *_sweep_targets(tests), "-q", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", *_sweep_targets(tests, args.pytest_args), "-q", "-p", "no:cacheprovider",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
                f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", *dist, "--max-worker-restart=100000",
                f"--timeout={args.timeout}", "--timeout-method=thread", *args.pytest_args]
@@ -97,7 +93,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         report = results.with_suffix(".md")
         _write_report([str(results)], str(report), str(results.with_suffix(".html")))
         print(f"results: {results}\nreport:  {report} (and .html, .png)")
-    Path(f"{results}.lock").unlink(missing_ok=True)
     return worst
 
 
@@ -120,12 +115,17 @@ def _run_with_resume_passes(cmd: list[str], tier: str, passes: int) -> int:
     return rc
 
 
-def _sweep_targets(tests: Path) -> list[str]:
+def _sweep_targets(tests: Path, pytest_args: list[str] = ()) -> list[str]:
     """The test paths for pytest: a directory's test files with the verify grid first (the field
-    failure's check; pytest would otherwise run files alphabetically, commit first)."""
+    failure's check; pytest would otherwise run files alphabetically, commit first), less those named
+    by ``--ignore`` in ``pytest_args`` (pytest applies ``--ignore`` only while it walks a directory,
+    never to a file named on its command line)."""
     if not tests.is_dir():
         return [str(tests)]
-    files = sorted(tests.glob("test_*.py"), key=lambda p: (p.name != "test_verify.py", p.name))
+    ignored = {Path(a.split("=", 1)[1]).resolve() for a in pytest_args if a.startswith("--ignore=")}
+    ignored |= {Path(b).resolve() for a, b in zip(pytest_args, pytest_args[1:]) if a == "--ignore"}
+    files = sorted((f for f in tests.glob("test_*.py") if f.resolve() not in ignored),
+                   key=lambda p: (p.name != "test_verify.py", p.name))
     return [str(f) for f in files] or [str(tests)]
 
 
@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                    help="re-run failing device cells under compute-sanitizer")
     s.add_argument("--tests", default=str(_default_tests_dir()), help="kernel tests directory")
-    s.add_argument("-n", "--workers", help="xdist workers (default: one per GPU, pinned, on device; auto on interpret)")
+    s.add_argument("-n", "--workers", help="xdist workers (default on device: several load-balanced workers for one GPU, one pinned worker per GPU for several; auto on interpret)")
     s.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     s.set_defaults(func=cmd_sweep)
 

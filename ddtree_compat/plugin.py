@@ -50,7 +50,8 @@ from .harness import OUTCOMES, Verdict, run_verify
 from .isolation import exit_worker, in_xdist_worker, is_sticky, results_size, scan
 from .results import ResultRecord, ResultsWriter, environment
 from .static.runner import DEFAULT_CACHE, StaticCell, run_static, static_cells
-from .tiers import E2E, STATIC, TIER_CHOICES, TIERS, Target, enable_interpreter, resolve_tier, targets_for
+from .tiers import (E2E, STATIC, TIER_CHOICES, TIERS, Target, cap_worker_threads, enable_interpreter, resolve_tier,
+                    targets_for)
 
 ATTENTION_PROFILE_CHOICES = ("auto", "interpret", "device")
 EMULATED = "emulated"
@@ -122,6 +123,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help=f"case grid: {', '.join(PROFILE_GRIDS)} (env DDTREE_PROFILE)")
     g.addoption("--ddtree-results", default=os.environ.get("DDTREE_RESULTS", DEFAULT_RESULTS), metavar="PATH",
                 help=f"JSONL results file to append to (env DDTREE_RESULTS; default {DEFAULT_RESULTS}; '' = none)")
+    g.addoption("--ddtree-fsync", action="store_true", default=bool(os.environ.get("DDTREE_FSYNC")),
+                help="fsync the results file after every line (env DDTREE_FSYNC=1): for a host that may hang or "
+                     "reboot on a GPU fault; a killed process loses nothing without it")
     g.addoption("--ddtree-require-backend", action="append",
                 default=[b for b in os.environ.get("DDTREE_REQUIRE_BACKENDS", "").split(",") if b], metavar="NAME",
                 help="fail at start (usage error) if this backend cannot run on every target "
@@ -181,10 +185,12 @@ def pytest_configure(config: pytest.Config) -> None:
     except DDTreeInputError as e:
         raise pytest.UsageError(str(e)) from None
     _register_markers(config, gpus)
+    cap_worker_threads(getattr(config, "workerinput", None))
     if tier == "interpret":
         enable_interpreter()
     results_path = config.getoption("ddtree_results")
-    writer = ResultsWriter(results_path, environment(tier, profile, known.as_env())) if results_path else None
+    writer = (ResultsWriter(results_path, environment(tier, profile, known.as_env()), fsync=config.getoption("ddtree_fsync"))
+              if results_path else None)
     targets = targets_for(tier, gpus)
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
     suite = Suite(tier, profile, gpus, targets, chosen, case_files,

@@ -9,12 +9,18 @@ Three kinds of line, each a JSON object with ``"kind"``:
   ``result`` after it marks a cell whose process died (see :mod:`ddtree_compat.isolation`).
 * ``result``: one per cell: :class:`ResultRecord` fields, with the ``env_id`` of its process.
 
-Appends take a file lock (``<path>.lock``), so xdist workers and several runs can share one file, and
-files from several runners concatenate or merge into one matrix.
+Each line goes out in one ``write`` on an ``O_APPEND`` descriptor under a blocking ``flock`` of the file
+itself, so xdist workers and several runs can share one file, and files from several runners
+concatenate or merge into one matrix. A written line survives its process being killed (a sticky CUDA
+fault, a hang past ``--timeout``); ``fsync`` per line (``--ddtree-fsync``) also survives a host crash or
+hang, at a cost: on the H200 host, with 16 workers sharing one GPU, ``filelock``'s polled lock plus an
+``fsync`` per line held the sweep's cells to ~63 ms each while the kernels took ~8 ms
+(docs/device-runs.md, session 3).
 """
 
 from __future__ import annotations
 
+import fcntl
 import gzip
 import hashlib
 import json
@@ -25,8 +31,6 @@ import time
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable
-
-from filelock import FileLock
 
 from .arch import detect_gpus
 from .errors import ResultsFileError
@@ -147,21 +151,41 @@ def environment(tier: str, profile: str, known_issues: dict | None = None) -> di
 
 
 class ResultsWriter:
-    """Appends lines to a results file under a lock, writing this process's ``env`` line first."""
+    """Appends lines to a results file shared by processes, writing this process's ``env`` line first.
 
-    def __init__(self, path: str | os.PathLike, env: dict):
+    Args:
+        path: the JSONL file (created with its directory).
+        env: this process's ``env`` line (:func:`environment`).
+        fsync: ``fsync`` after every append (survives a host crash, not just a killed process).
+    """
+
+    def __init__(self, path: str | os.PathLike, env: dict, fsync: bool = False):
         self.path = Path(path)
         self.env = env
+        self.fsync = fsync
         self._env_written = False
+        self._fd: int | None = None
+        self._fd_pid = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(self.path) + ".lock")
+
+    def _descriptor(self) -> int:
+        if self._fd is None or self._fd_pid != os.getpid():  # opened lazily, and again in a forked child
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd_pid = os.getpid()
+        return self._fd
 
     def _append(self, lines: Iterable[dict]) -> None:
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
-            for line in lines:
-                f.write(json.dumps(line, separators=(",", ":")) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+        fd = self._descriptor()
+        fcntl.flock(fd, fcntl.LOCK_EX)  # blocks in the kernel: no polling interval
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _write(self, line: dict) -> None:
         lines = [] if self._env_written else [self.env]
@@ -169,7 +193,7 @@ class ResultsWriter:
         self._env_written = True
 
     def write(self, record: ResultRecord) -> None:
-        """Append a ``result`` line (flushed and fsynced before returning)."""
+        """Append a ``result`` line (in the file, for any later reader, before returning)."""
         record.env_id = record.env_id or self.env["env_id"]
         record.time = record.time or time.time()
         self._write({"kind": "result", **asdict(record)})

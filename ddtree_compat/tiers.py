@@ -105,3 +105,51 @@ def pinned_worker_args(gpus: list[Gpu]) -> list[str]:
         args += ["--tx", f"popen//env:CUDA_VISIBLE_DEVICES={device}"]
     return args
 
+
+ONE_GPU_WORKERS = 8
+"""Load-balanced xdist workers sharing a one-GPU host's device tier (capped at half the cores). Each cell
+launches for microseconds and spends ~20 ms in the harness's Python, so workers, not the GPU, set the
+pace: on the H200 (16 cores) the default sweep took 317 s with one worker (docs/device-runs.md)."""
+
+
+def device_worker_args(gpus: list[Gpu], cpus: int | None = None) -> list[str]:
+    """pytest-xdist arguments for the device tier: ``-n N`` (:data:`ONE_GPU_WORKERS`, at most half the
+    cores) when one GPU is visible, else :func:`pinned_worker_args` (one worker per GPU, so a host with
+    mixed GPUs gives one results column per arch).
+
+    Workers sharing a GPU keep fault containment: a sticky fault poisons only its own process's CUDA
+    context, and xdist hands the dead worker's pending cells to the others.
+    """
+    if len(gpus) != 1:
+        return pinned_worker_args(gpus)
+    cpus = cpus or os.cpu_count() or 1
+    return ["-n", str(max(1, min(ONE_GPU_WORKERS, cpus // 2)))]
+
+
+def worker_cpu_threads(workers: int, cpus: int | None = None) -> int:
+    """Intra-op CPU threads for one of ``workers`` xdist workers sharing ``cpus`` cores (at least 1).
+
+    Each worker's torch would otherwise start one OpenMP thread per core, and ``N`` workers then run
+    ``N x cores`` spinning threads: measured on a 2-core box, four concurrent collections of
+    ``tests/kernels`` took 86 s each with torch's default threads and 13 s with one thread each. On the
+    16-core H200 host, 8 workers never finished collecting within 240 s (docs/device-runs.md).
+
+    Args:
+        workers: xdist's worker count (``workerinput["workercount"]``); ``>= 1``.
+        cpus: cores to share; default ``os.cpu_count()``.
+    """
+    cpus = cpus or os.cpu_count() or 1
+    return max(1, cpus // max(1, workers))
+
+
+def cap_worker_threads(workerinput: dict | None) -> int | None:
+    """In an xdist worker, cap torch's intra-op threads at :func:`worker_cpu_threads` (unless the user
+    set ``OMP_NUM_THREADS``). Returns the threads set, or ``None`` when nothing was changed."""
+    if not workerinput or os.environ.get("OMP_NUM_THREADS"):
+        return None
+    threads = worker_cpu_threads(int(workerinput.get("workercount", 1)))
+    import torch
+
+    torch.set_num_threads(threads)
+    return threads
+

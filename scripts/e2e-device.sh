@@ -19,5 +19,4 @@ echo "pytest exit: $?" >> "$OUT/e2e-pytest.log"
 python3 -m ddtree_compat report "$OUT/e2e.jsonl" -o "$OUT/e2e.md" --html "$OUT/e2e.html" >> "$OUT/e2e-pytest.log" 2>&1 \
   || echo "report not rendered here (render it from e2e.jsonl on the CPU machine)" >> "$OUT/e2e-pytest.log"
 tar czf "$OUT/e2e-captures.tar.gz" -C "$WORK" --exclude=./checkpoints . 2>> "$OUT/e2e-pytest.log"
-rm -f "$OUT/e2e.jsonl.lock"
 ls -la "$OUT" >> "$OUT/e2e-pytest.log"

@@ -7,7 +7,7 @@ import sys
 
 from ddtree_compat.arch import FAKE_ENV, detect_gpus
 from ddtree_compat.cases import make_case
-from ddtree_compat.tiers import pinned_worker_args
+from ddtree_compat.tiers import cap_worker_threads, device_worker_args, pinned_worker_args, worker_cpu_threads
 
 
 def test_worker_args_pin_each_gpu(monkeypatch):
@@ -15,6 +15,35 @@ def test_worker_args_pin_each_gpu(monkeypatch):
     assert pinned_worker_args(detect_gpus()) == [
         "--dist", "each", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0", "--tx", "popen//env:CUDA_VISIBLE_DEVICES=1",
         "--tx", "popen//env:CUDA_VISIBLE_DEVICES=2"]
+
+
+def test_one_gpu_shares_it_among_load_balanced_workers(monkeypatch):
+    monkeypatch.setenv(FAKE_ENV, "sm90")
+    assert device_worker_args(detect_gpus(), cpus=16) == ["-n", "8"]
+    assert device_worker_args(detect_gpus(), cpus=6) == ["-n", "3"]
+    assert device_worker_args(detect_gpus(), cpus=1) == ["-n", "1"]
+    monkeypatch.setenv(FAKE_ENV, "sm90,sm90")
+    assert device_worker_args(detect_gpus(), cpus=16)[:2] == ["--dist", "each"]
+
+
+def test_workers_split_the_cores_instead_of_each_spinning_on_all():
+    assert worker_cpu_threads(8, cpus=16) == 2
+    assert worker_cpu_threads(4, cpus=2) == 1
+    assert worker_cpu_threads(1, cpus=16) == 16
+
+
+def test_thread_cap_only_in_workers_and_never_over_the_user(monkeypatch):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        assert cap_worker_threads(None) is None
+        assert cap_worker_threads({"workercount": 10_000}) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert cap_worker_threads({"workercount": 2}) is None
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_worker_args_honour_this_process_visible_devices(monkeypatch):

@@ -49,3 +49,10 @@ def test_verify_grid_runs_first(tmp_path):
     assert [Path(p).name for p in _sweep_targets(tmp_path)] == [
         "test_verify.py", "test_commit.py", "test_graph_padded.py", "test_static.py"]
     assert _sweep_targets(tmp_path / "test_commit.py") == [str(tmp_path / "test_commit.py")]
+
+
+def test_ignored_files_stay_out_of_the_sweep(tmp_path):
+    for name in ("test_commit.py", "test_verify.py", "test_verify_attention.py", "test_static.py"):
+        (tmp_path / name).write_text("")
+    args = [f"--ignore={tmp_path / 'test_verify_attention.py'}", "--ignore", str(tmp_path / "test_static.py"), "-x"]
+    assert [Path(p).name for p in _sweep_targets(tmp_path, args)] == ["test_verify.py", "test_commit.py"]
