@@ -184,10 +184,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from . import attention, commit
 
     (backend,) = backends.resolve([args.backend])
-    try:
-        text = Path(args.case).read_text()
-    except OSError as e:
-        raise DDTreeInputError("path", args.case, "a readable case JSON file", e.strerror or "unreadable")
+    text = _case_text(args.case, args.profile)
     if f'"{commit.SCHEMA}"' in text:
         case = commit.CommitCase.from_json(text, args.case)
         if args.kernel not in backends.kernels_of(backend) or args.kernel == backends.VERIFY_KERNEL:
@@ -220,6 +217,35 @@ def cmd_replay(args: argparse.Namespace) -> int:
     print(f"{verdict.outcome}: {backend.name} {args.kernel} on {target.id}, case {case.id}{accepted}"
           + (f"\n{verdict.message}" if verdict.message else ""))
     return 0 if verdict.outcome == "pass" else 1
+
+
+def _case_text(ref: str, profile: str = "default") -> str:
+    """The JSON of a case: the file ``ref``, or else the case whose id is ``ref`` in ``profile``'s grid
+    (its verify and commit cases; for ``default``, the attention cases of both attention profiles too).
+
+    Raises:
+        DDTreeInputError: ``ref`` is neither a readable file nor the id of a case of that grid.
+    """
+    path = Path(ref)
+    if path.exists() or path.suffix == ".json" or "/" in ref:
+        try:
+            return path.read_text()
+        except OSError as e:
+            raise DDTreeInputError("path", ref, "a readable case JSON file", e.strerror or "unreadable")
+    from .attention import PROFILES as ATTENTION_PROFILES, attention_cases
+    from .cases import check_profile, grid
+    from .commit import commit_cases
+
+    verify = grid(check_profile(profile))
+    groups = [verify, commit_cases(verify)]
+    if profile == "default":
+        groups += [attention_cases(p) for p in ATTENTION_PROFILES]
+    for cases in groups:
+        found = next((c for c in cases if c.id == ref), None)
+        if found is not None:
+            return found.to_json()
+    raise DDTreeInputError("case", ref, f"a case JSON file or the id of a {profile} case (python -m ddtree_compat "
+                                        f"cases --profile {profile})", "not found")
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
@@ -277,9 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--limit", type=int, default=50, help="cells listed per section (default 50)")
     d.set_defaults(func=cmd_diff)
 
-    y = sub.add_parser("replay", help="run one case JSON through one backend in this process")
-    y.add_argument("case")
+    y = sub.add_parser("replay", help="run one case (a JSON file, or a grid case's id) through one backend "
+                                      "in this process")
+    y.add_argument("case", help="case JSON file, or a case id as `cases` and the reports list it")
     y.add_argument("--backend", required=True)
+    y.add_argument("--profile", default="default", help="the grid a case id is looked up in (default: default)")
     y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
     y.add_argument("--gpu", type=int, default=0, help="GPU index on the device tier")
     y.add_argument("--kernel", default="verify_tree_greedy",

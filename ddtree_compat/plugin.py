@@ -49,7 +49,7 @@ from .errors import DDTreeInputError
 from .harness import OUTCOMES, Verdict, run_verify
 from .isolation import exit_worker, in_xdist_worker, is_sticky, results_size, scan
 from .results import ResultRecord, ResultsWriter, environment
-from .static.runner import DEFAULT_CACHE, StaticCell, run_static, static_cells
+from .static.runner import DEFAULT_CACHE, StaticCell, run_static, shutdown_pools, static_cells
 from .tiers import (E2E, STATIC, TIER_CHOICES, TIERS, Target, cap_worker_threads, enable_interpreter, resolve_tier,
                     targets_for)
 
@@ -205,6 +205,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SUITE] = suite
     config.pluginmanager.register(_Summary(suite), "ddtree-summary")
     _hypothesis_profiles(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Kill the static tier's compile workers, also after Ctrl-C (else they outlive pytest)."""
+    shutdown_pools()
 
 
 def _attention_profile(choice: str, tier: str) -> str:

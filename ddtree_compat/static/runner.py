@@ -90,9 +90,23 @@ def _pool(cache_dir: str) -> ProcessPoolExecutor:
 
 
 def _discard_pool(cache_dir: str) -> None:
+    """Stop a compile worker and kill its process: ``shutdown(wait=False)`` alone leaves a hung compile
+    running after its cell is judged, and after pytest exits."""
     pool = _POOLS.pop(cache_dir, None)
-    if pool is not None:
-        pool.shutdown(wait=False, cancel_futures=True)
+    if pool is None:
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # CPython's executor keeps them here
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+
+
+def shutdown_pools() -> None:
+    """Kill every compile worker of this process (the plugin calls it at unconfigure, Ctrl-C included)."""
+    for cache_dir in list(_POOLS):
+        _discard_pool(cache_dir)
 
 
 def build(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,

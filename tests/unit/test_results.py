@@ -111,6 +111,8 @@ def run_cli(*args, cwd=None):
     (["report", "MISSING.jsonl"], "field 'path'"),
     (["replay", "MISSING.json", "--backend", "oracle"], "field 'path'"),
     (["cases", "--profile", "huge"], "field 'profile' = 'huge'"),
+    (["replay", "b8-spine-nowhere-bs3", "--backend", "oracle", "--tier", "interpret"],
+     "field 'case' = 'b8-spine-nowhere-bs3': not found"),
 ])
 def test_cli_bad_input_exits_2_with_one_line(args, words):
     r = run_cli(*args)
@@ -131,3 +133,10 @@ def test_cli_replay_unknown_backend(tmp_path):
     path = make_case(8, "spine", "deep", 1).save(tmp_path)
     r = run_cli("replay", str(path), "--backend", "nope")
     assert r.returncode == 2 and "field '--ddtree-backend' = 'nope'" in r.stderr
+
+
+@pytest.mark.parametrize("case_id, kernel", [("b8-spine-deep-bs3", "verify_tree_greedy"),
+                                             ("b1-spine-none-bs3-p64-pool-end-kv1x64fp16", "move_kv")])
+def test_cli_replays_a_grid_case_by_its_id(case_id, kernel):
+    r = run_cli("replay", case_id, "--backend", "oracle", "--tier", "interpret", "--kernel", kernel)
+    assert r.returncode == 0 and r.stdout.startswith(f"pass: oracle {kernel} on interpret, case {case_id}"), r.stdout + r.stderr

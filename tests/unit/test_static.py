@@ -288,3 +288,28 @@ def test_static_cells_render_in_the_report(tmp_path):
     assert "| backend | kernel | specialization | sm90 | sm120 |" in md
     assert "| mutant | oversized_smem_kernel | bm128 | ✅ 1 | ❌ 1 fault |" in md
     assert "| mutant · sm120 · static | 0 | 0 | 0 | 1 | 0 | 1 |" in md
+
+
+def test_a_hung_compile_worker_is_killed_not_left_running(tmp_path):
+    import os
+    import time
+    from types import SimpleNamespace
+
+    from ddtree_compat.static import runner
+
+    def cell(func, *args):
+        return SimpleNamespace(spec=None, arch="sm90", entry=SimpleNamespace(job=lambda spec, arch, cache: (func, args)))
+
+    pid = runner.build(cell(os.getpid), cache_dir=tmp_path)
+    assert isinstance(pid, int) and pid != os.getpid()  # the compile worker's process
+    hung = runner.build(cell(time.sleep, 600), cache_dir=tmp_path, timeout=2)
+    assert isinstance(hung, runner.BuildError) and "timed out" in hung.text
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the hung compile worker outlived its cell"
+    assert runner.build(cell(os.getpid), cache_dir=tmp_path) != pid  # a fresh worker takes over
+    runner.shutdown_pools()
+    assert not runner._POOLS
