@@ -75,6 +75,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             cmd.append("--ddtree-resume")
         if args.sanitize:
             cmd.append(f"--sanitize={args.sanitize}")
+        if args.fsync:
+            cmd.append("--ddtree-fsync")
         if n:  # static cells do not depend on the tier: the first tier's process runs them once
             cmd.append("--ddtree-static=off")
         for b in args.backend or []:
@@ -91,8 +93,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         worst = max(worst, rc)
     if results.exists():
         report = results.with_suffix(".md")
-        _write_report([str(results)], str(report), str(results.with_suffix(".html")))
-        print(f"results: {results}\nreport:  {report} (and .html, .png)")
+        heatmap = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
+        print(f"results: {results}\nreport:  {report} (and .html{', .png' if heatmap else ''})")
     return worst
 
 
@@ -129,7 +131,9 @@ def _sweep_targets(tests: Path, pytest_args: list[str] = ()) -> list[str]:
     return [str(f) for f in files] or [str(tests)]
 
 
-def _write_report(paths: list[str], out: str | None, html: str | None = None) -> None:
+def _write_report(paths: list[str], out: str | None, html: str | None = None) -> bool:
+    """Render the Markdown (to ``out`` or stdout) and the HTML with its heatmap PNG; returns whether a
+    heatmap was drawn (not for static-only results)."""
     from .report import render_heatmap, render_html, render_markdown
     from .results import load
 
@@ -149,6 +153,7 @@ def _write_report(paths: list[str], out: str | None, html: str | None = None) ->
             print(f"no heatmap: {e}", file=sys.stderr)
             png = b""
         Path(html).write_text(render_html(results, png), encoding="utf-8")
+    return bool(html and png)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -157,10 +162,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from .gate import compare, render_markdown
+    from .gate import compare, render_markdown, warnings
     from .results import load
 
     gate = compare(load([args.baseline]), load([args.candidate]))
+    for warning in warnings(gate):  # also on stderr: the Markdown can run to thousands of lines
+        print(f"ddtree_compat diff: warning: {warning}", file=sys.stderr)
     text = render_markdown(gate, args.baseline, args.candidate, limit=args.limit)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
@@ -183,7 +190,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     from . import attention, commit
 
-    (backend,) = backends.resolve([args.backend])
+    try:
+        (backend,) = backends.resolve([args.backend])
+    except DDTreeInputError as e:  # name the option as typed here
+        raise DDTreeInputError("--backend", args.backend, e.allowed, e.problem) from None
     text = _case_text(args.case, args.profile)
     if f'"{commit.SCHEMA}"' in text:
         case = commit.CommitCase.from_json(text, args.case)
@@ -282,6 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume-passes", type=int, default=5,
                    help="after a failing pass, resume up to N times to run cells a crashed worker left (default 5)")
     s.add_argument("--timeout", type=int, default=300, help="seconds per cell before it is a hang (default 300)")
+    s.add_argument("--fsync", action="store_true",
+                   help="fsync the results file after every line (a host that may hang or reboot on a GPU fault)")
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                    help="re-run failing device cells under compute-sanitizer")
     s.add_argument("--tests", default=str(_default_tests_dir()), help="kernel tests directory")
@@ -333,3 +345,6 @@ def main(argv: list[str] | None = None) -> int:
     except DDTreeInputError as e:
         print(f"ddtree_compat {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `cases | head`: the reader left; stop quietly (and keep Python's exit-time
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # flush off the closed pipe)
+        return 1

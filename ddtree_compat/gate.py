@@ -51,12 +51,20 @@ class GateResult:
     unchanged: int = 0
     baseline_columns: set[str] = field(default_factory=set)
     candidate_columns: set[str] = field(default_factory=set)
+    baseline_tiers: set[str] = field(default_factory=set)
+    candidate_tiers: set[str] = field(default_factory=set)
 
     @property
     def disjoint(self) -> bool:
         """No ``backend · arch`` column in common: every baseline cell reads as missing (a comparison of
         runs on different archs or tiers, most likely not what was meant)."""
         return bool(self.baseline_columns) and not (self.baseline_columns & self.candidate_columns)
+
+    @property
+    def tiers_differ(self) -> bool:
+        """The files cover different tiers (``device`` vs ``interpret`` + ``static``, ...): the cells of a
+        tier only one file has read as missing or new."""
+        return bool(self.baseline_tiers and self.candidate_tiers) and self.baseline_tiers != self.candidate_tiers
 
     @property
     def failed(self) -> bool:
@@ -77,7 +85,8 @@ def compare(baseline: Results, candidate: Results) -> GateResult:
     """Classify every cell of either set (see the module docstring)."""
     before, after = cells(baseline), cells(candidate)
     g = GateResult(baseline_columns={f"{k[1]} · {k[2]}" for k in before},
-                   candidate_columns={f"{k[1]} · {k[2]}" for k in after})
+                   candidate_columns={f"{k[1]} · {k[2]}" for k in after},
+                   baseline_tiers={r.tier for r in baseline.records}, candidate_tiers={r.tier for r in candidate.records})
     for key in sorted(before.keys() | after.keys()):
         b = before.get(key, (MISSING, ""))[0]
         a, message = after.get(key, (MISSING, ""))
@@ -110,6 +119,20 @@ def _section(title: str, changes: list[Change], limit: int) -> list[str]:
     return lines + [""]
 
 
+def warnings(g: GateResult) -> list[str]:
+    """Why a comparison may not be the one meant (one sentence each; empty when the files line up)."""
+    out = []
+    if g.disjoint:
+        out.append(f"the two files share no backend · arch column (baseline: {', '.join(sorted(g.baseline_columns))}; "
+                   f"candidate: {', '.join(sorted(g.candidate_columns))}), so every baseline cell reads as missing. "
+                   "Compare runs of the same arch and tier.")
+    if g.tiers_differ:
+        out.append(f"the two files cover different tiers (baseline: {', '.join(sorted(g.baseline_tiers))}; candidate: "
+                   f"{', '.join(sorted(g.candidate_tiers))}): the cells of a tier only one file has read as missing "
+                   "or new. Compare runs of the same tiers.")
+    return out
+
+
 def render_markdown(g: GateResult, baseline: str, candidate: str, limit: int = 50) -> str:
     """The gate's verdict as Markdown (fit for a CI step summary)."""
     verdict = (f"**FAIL**: {len(g.regressed)} cell(s) regressed" if g.failed
@@ -117,10 +140,8 @@ def render_markdown(g: GateResult, baseline: str, candidate: str, limit: int = 5
     lines = ["# SGLang upgrade gate", "", f"Baseline `{baseline}`, candidate `{candidate}`.", "",
              f"{verdict}; {len(g.fixed)} fixed, {len(g.changed)} changed otherwise, {len(g.new)} new, "
              f"{g.unchanged} unchanged.", ""]
-    if g.disjoint:
-        lines += [f"> **Warning**: the two files share no backend · arch column (baseline: "
-                  f"{', '.join(sorted(g.baseline_columns))}; candidate: {', '.join(sorted(g.candidate_columns))}), "
-                  "so every baseline cell reads as missing. Compare runs of the same arch and tier.", ""]
+    for warning in warnings(g):
+        lines += [f"> **Warning**: {warning}", ""]
     lines += _section("Regressed (pass -> anything else)", g.regressed, limit)
     lines += _section("Fixed (-> pass)", g.fixed, limit)
     lines += _section("Changed otherwise", g.changed, limit)

@@ -9,8 +9,9 @@ worker for the rest (``--max-worker-restart``). Without xdist the run goes on bu
 are skipped with the poisoning cell named. Hangs: ``pytest-timeout`` (thread method) kills the worker;
 the controller classifies a crash at or past the timeout as ``hang``.
 
-Durability: a ``start`` line is appended before each cell and a ``result`` line after it (flushed and
-fsynced), so a run killed with SIGKILL keeps every finished cell; ``--ddtree-resume`` skips them.
+Durability: a ``start`` line is appended before each cell and a ``result`` line after it (each one
+``write`` to the file, in the kernel's page cache before the cell goes on; ``--ddtree-fsync`` also
+fsyncs), so a run killed with SIGKILL keeps every finished cell; ``--ddtree-resume`` skips them.
 """
 
 from __future__ import annotations

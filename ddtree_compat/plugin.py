@@ -123,7 +123,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help=f"case grid: {', '.join(PROFILE_GRIDS)} (env DDTREE_PROFILE)")
     g.addoption("--ddtree-results", default=os.environ.get("DDTREE_RESULTS", DEFAULT_RESULTS), metavar="PATH",
                 help=f"JSONL results file to append to (env DDTREE_RESULTS; default {DEFAULT_RESULTS}; '' = none)")
-    g.addoption("--ddtree-fsync", action="store_true", default=bool(os.environ.get("DDTREE_FSYNC")),
+    g.addoption("--ddtree-fsync", action="store_true", default=os.environ.get("DDTREE_FSYNC", "").lower() in ("1", "true", "yes", "on"),
                 help="fsync the results file after every line (env DDTREE_FSYNC=1): for a host that may hang or "
                      "reboot on a GPU fault; a killed process loses nothing without it")
     g.addoption("--ddtree-require-backend", action="append",

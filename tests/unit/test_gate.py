@@ -146,3 +146,17 @@ def test_runs_of_different_archs_warn_that_nothing_lines_up(tmp_path):
     assert "**Warning**: the two files share no backend · arch column" in r.stdout
     assert "sglang-triton · sm90" in r.stdout and "sglang-triton · sm120" in r.stdout
     assert not compare(load([H200]), load([H200])).disjoint
+
+
+def test_runs_of_different_tiers_warn_even_when_columns_overlap(tmp_path):
+    """A CPU run (interpret + static cells, whose static columns carry GPU archs) against a device run
+    shares columns yet compares different things: the gate says so, in the report and on stderr."""
+    other = tmp_path / "interpret.jsonl"
+    other.write_text("".join(json.dumps({**o, "tier": "interpret"} if o["kind"] == "result" else o) + "\n"
+                             for o in map(json.loads, gzip.decompress(H200.read_bytes()).decode().splitlines())))
+    g = compare(load([H200]), load([other]))
+    assert g.tiers_differ and not g.disjoint
+    r = diff(H200, other)
+    assert "cover different tiers (baseline: device; candidate: interpret)" in r.stdout
+    assert "ddtree_compat diff: warning: the two files cover different tiers" in r.stderr
+    assert not compare(load([H200]), load([H200])).tiers_differ

@@ -132,7 +132,7 @@ def test_cli_replay_unknown_backend(tmp_path):
 
     path = make_case(8, "spine", "deep", 1).save(tmp_path)
     r = run_cli("replay", str(path), "--backend", "nope")
-    assert r.returncode == 2 and "field '--ddtree-backend' = 'nope'" in r.stderr
+    assert r.returncode == 2 and "field '--backend' = 'nope'" in r.stderr
 
 
 @pytest.mark.parametrize("case_id, kernel", [("b8-spine-deep-bs3", "verify_tree_greedy"),
@@ -140,3 +140,16 @@ def test_cli_replay_unknown_backend(tmp_path):
 def test_cli_replays_a_grid_case_by_its_id(case_id, kernel):
     r = run_cli("replay", case_id, "--backend", "oracle", "--tier", "interpret", "--kernel", kernel)
     assert r.returncode == 0 and r.stdout.startswith(f"pass: oracle {kernel} on interpret, case {case_id}"), r.stdout + r.stderr
+
+
+def test_cli_output_into_a_closed_pipe_stops_quietly():
+    """`cases | head`: the reader closes the pipe early; no BrokenPipeError traceback."""
+    r = subprocess.run(f"{sys.executable} -m ddtree_compat cases | head -2", shell=True, capture_output=True, text=True)
+    assert len(r.stdout.splitlines()) == 2 and "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("true", True), ("0", False), ("", False), ("no", False)])
+def test_fsync_env_is_read_as_a_switch(pytester, value, on, monkeypatch):
+    monkeypatch.setenv("DDTREE_FSYNC", value)
+    config = pytester.parseconfig()  # the plugin loads through its entry point
+    assert config.getoption("ddtree_fsync") is on
