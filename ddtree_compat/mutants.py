@@ -168,19 +168,31 @@ def _blocks(qo_indptr, kv_indptr, mask_indptr):
     return [(qo[b + 1] - qo[b], kv[b + 1] - kv[b], mi[b]) for b in range(len(qo) - 1)]
 
 
-class AttentionCausal(OracleBackend):
-    """Ignores the tree: every row sees all earlier rows (a causal mask), not only its ancestors."""
+class _TreeMaskMutant(OracleBackend):
+    """Runs the oracle's verify attention with each request's tree block of the mask (the last ``n``
+    columns of its ``n x (P + n)`` rows) replaced by :meth:`tree_block`."""
 
-    name = "mutant-attention-causal"
+    def tree_block(self, old: torch.Tensor) -> torch.Tensor:
+        """The replacement for ``old``, one request's ``[n, n]`` tree block (the mask's dtype, 1 = visible)."""
+        raise NotImplementedError
 
     def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
                          mask_indptr, *args, **kwargs) -> None:
         mask = custom_mask.clone()
         for n, prefix, at in _blocks(qo_indptr, kv_indptr, mask_indptr):
             block = mask[at:at + n * (prefix + n)].view(n, prefix + n)
-            block[:, prefix:] = torch.ones(n, n, dtype=torch.bool, device=mask.device).tril().to(mask.dtype)
+            block[:, prefix:] = self.tree_block(block[:, prefix:])
         super().verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, mask,
                                  mask_indptr, *args, **kwargs)
+
+
+class AttentionCausal(_TreeMaskMutant):
+    """Ignores the tree: every row sees all earlier rows (a causal mask), not only its ancestors."""
+
+    name = "mutant-attention-causal"
+
+    def tree_block(self, old: torch.Tensor) -> torch.Tensor:
+        return torch.ones_like(old, dtype=torch.bool).tril().to(old.dtype)
 
 
 class AttentionMisreadsPrefixToken(OracleBackend):
@@ -208,18 +220,13 @@ class AttentionWrongKVHead(OracleBackend):
         super().verify_attention(q, *roll[:2], o, *roll[2:], *args, **kwargs)
 
 
-class AttentionSeesAll(OracleBackend):
+class AttentionSeesAll(_TreeMaskMutant):
     """Every row sees every tree row of its request: later nodes, siblings' subtrees and padding nodes too."""
 
     name = "mutant-attention-sees-all"
 
-    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
-                         mask_indptr, *args, **kwargs) -> None:
-        mask = custom_mask.clone()
-        for n, prefix, at in _blocks(qo_indptr, kv_indptr, mask_indptr):
-            mask[at:at + n * (prefix + n)].view(n, prefix + n)[:, prefix:] = 1
-        super().verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, mask,
-                                 mask_indptr, *args, **kwargs)
+    def tree_block(self, old: torch.Tensor) -> torch.Tensor:
+        return torch.ones_like(old)
 
 
 class AttentionWritesPastRows(OracleBackend):

@@ -193,7 +193,11 @@ class ResultsWriter:
         self._env_written = True
 
     def write(self, record: ResultRecord) -> None:
-        """Append a ``result`` line (in the file, for any later reader, before returning)."""
+        """Append a ``result`` line (in the file, for any later reader, before returning).
+
+        Raises:
+            OSError: the file cannot be opened, locked or written (a full disk included).
+        """
         record.env_id = record.env_id or self.env["env_id"]
         record.time = record.time or time.time()
         self._write({"kind": "result", **asdict(record)})

@@ -252,10 +252,9 @@ def dflash_tensors(shape: TinyShape, target_layer_ids: list[int], seed: int = 3)
     return out
 
 
-def _qwen3_config(shape: TinyShape, layers: int) -> dict:
+def _shape_fields(shape: TinyShape, layers: int) -> dict:
+    """The ``config.json`` fields a Qwen3 and a Llama (EAGLE) config take from the tiny shape alike."""
     return {
-        "architectures": ["Qwen3ForCausalLM"],
-        "model_type": "qwen3",
         "vocab_size": shape.vocab,
         "hidden_size": shape.hidden,
         "intermediate_size": shape.intermediate,
@@ -269,16 +268,24 @@ def _qwen3_config(shape: TinyShape, layers: int) -> dict:
         "rope_parameters": {"rope_type": "default", "rope_theta": shape.rope_theta},
         "rope_theta": shape.rope_theta,
         "attention_bias": False,
-        "attention_dropout": 0.0,
         "tie_word_embeddings": False,
-        "use_sliding_window": False,
-        "sliding_window": None,
-        "max_window_layers": layers,
-        "layer_types": ["full_attention"] * layers,
         "bos_token_id": None,
         "eos_token_id": None,
         "pad_token_id": None,
         "torch_dtype": "bfloat16",
+    }
+
+
+def _qwen3_config(shape: TinyShape, layers: int) -> dict:
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        **_shape_fields(shape, layers),
+        "attention_dropout": 0.0,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "max_window_layers": layers,
+        "layer_types": ["full_attention"] * layers,
         "use_cache": True,
     }
 
@@ -294,29 +301,8 @@ def standalone_config(shape: TinyShape, layers: int = 1) -> dict:
 
 def eagle_config(shape: TinyShape) -> dict:
     """config.json of an EAGLE draft (HF ``LlamaConfig`` fields, architecture ``LlamaForCausalLMEagle``)."""
-    return {
-        "architectures": ["LlamaForCausalLMEagle"],
-        "model_type": "llama",
-        "vocab_size": shape.vocab,
-        "hidden_size": shape.hidden,
-        "intermediate_size": shape.intermediate,
-        "num_hidden_layers": 1,
-        "num_attention_heads": shape.heads,
-        "num_key_value_heads": shape.kv_heads,
-        "head_dim": shape.head_dim,
-        "hidden_act": "silu",
-        "max_position_embeddings": shape.max_positions,
-        "rms_norm_eps": shape.rms_norm_eps,
-        "rope_parameters": {"rope_type": "default", "rope_theta": shape.rope_theta},
-        "rope_theta": shape.rope_theta,
-        "attention_bias": False,
-        "mlp_bias": False,
-        "tie_word_embeddings": False,
-        "bos_token_id": None,
-        "eos_token_id": None,
-        "pad_token_id": None,
-        "torch_dtype": "bfloat16",
-    }
+    return {"architectures": ["LlamaForCausalLMEagle"], "model_type": "llama", **_shape_fields(shape, 1),
+            "mlp_bias": False}
 
 
 def dflash_config(shape: TinyShape, block_size: int, target_layer_ids: list[int], mask_token_id: int) -> dict:

@@ -122,15 +122,25 @@ class CausalLM:
         return ids[len(prompt):]
 
 
-class EagleDraft:
-    """An EAGLE draft with the target's embedding and head, as SGLang wires it."""
+class _DraftOnTarget:
+    """A draft checkpoint's decoder layers, run with the target's embedding and head (EAGLE and DFlash
+    drafts share them in SGLang); a subclass loads its own extra tensors in :meth:`_own`."""
 
     def __init__(self, path: str | Path, target: CausalLM):
-        cfg, t = load_checkpoint(path)
-        dtype = target.dtype
-        self.cfg, self.target = cfg, target
-        self.layers = _layers(t, "", cfg, dtype)
-        self.fc_w, self.fc_b = t["fc.weight"].to(dtype), t["fc.bias"].to(dtype)
+        self.cfg, tensors = load_checkpoint(path)
+        self.target = target
+        self.layers = _layers(tensors, "", self.cfg, target.dtype)
+        self._own(tensors, target.dtype)
+
+    def _own(self, tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+        raise NotImplementedError
+
+
+class EagleDraft(_DraftOnTarget):
+    """An EAGLE draft with the target's embedding and head, as SGLang wires it."""
+
+    def _own(self, tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+        self.fc_w, self.fc_b = tensors["fc.weight"].to(dtype), tensors["fc.bias"].to(dtype)
 
     def logits(self, tokens: list[int], target_hidden: torch.Tensor) -> torch.Tensor:
         """``[T, V]`` float32 draft logits for ``tokens`` with the target features ``target_hidden`` ``[T, H]``."""
@@ -142,15 +152,11 @@ class EagleDraft:
         return (h @ self.target.head.T).float()
 
 
-class DFlashDraft:
+class DFlashDraft(_DraftOnTarget):
     """A DFlash draft's decoder stack on one block, with the target's embedding and head."""
 
-    def __init__(self, path: str | Path, target: CausalLM):
-        cfg, t = load_checkpoint(path)
-        dtype = target.dtype
-        self.cfg, self.target = cfg, target
-        self.layers = _layers(t, "", cfg, dtype)
-        self.norm = t["norm.weight"].to(dtype)
+    def _own(self, tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+        self.norm = tensors["norm.weight"].to(dtype)
 
     def block_logits(self, block: list[int], start: int = 0) -> torch.Tensor:
         """``[B, V]`` float32 logits of a block ``[bonus, mask, ..., mask]`` placed at ``start``; the
