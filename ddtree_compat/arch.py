@@ -3,7 +3,7 @@
 Each compute capability ``(major, minor)`` is named ``sm{major}{minor}`` (``sm90``, ``sm120``, ``sm121``).
 Gate by exact arch or by family, never by ``>=``: an sm121 (GB10) host is not an sm120 host, and a
 major-version-only gate once made sm121 run sm120-only code. To add an architecture, add a row to
-:data:`ARCHES`.
+:data:`ARCHES` (one :class:`Arch`: family, limits, instruction classes, static target, tile emulation).
 
 Detection uses NVML first (``pynvml`` from ``nvidia-ml-py``; no CUDA context in the parent, so
 xdist workers fork cleanly), then ``torch.cuda`` as a fallback. ``DDTREE_FAKE_GPUS="sm120,sm121"``
@@ -20,20 +20,71 @@ from dataclasses import dataclass, replace
 
 from .errors import ArchError
 
-# name -> (family, product examples). Sources: NVIDIA CUDA GPUs compute-capability table.
-ARCHES: dict[str, tuple[str, str]] = {
-    "sm80": ("ampere", "A100, A30"),
-    "sm86": ("ampere", "RTX 30xx, A10, A40, RTX A6000"),
-    "sm87": ("ampere", "Jetson AGX Orin"),
-    "sm89": ("ada", "RTX 40xx, L4, L40S, RTX 6000 Ada"),
-    "sm90": ("hopper", "H100, H200, GH200"),
-    "sm100": ("blackwell", "B200, GB200"),
-    "sm103": ("blackwell", "B300, GB300"),
-    "sm110": ("blackwell", "Jetson Thor"),
-    "sm120": ("blackwell-rtx", "RTX 50xx, RTX PRO 6000 Blackwell"),
-    "sm121": ("blackwell-rtx", "DGX Spark (GB10)"),
-}
-FAMILIES = tuple(dict.fromkeys(f for f, _ in ARCHES.values()))
+KB = 1024
+
+
+@dataclass(frozen=True)
+class Arch:
+    """Everything the suite knows about one architecture (one row of :data:`ARCHES`).
+
+    Attributes:
+        name: ``sm{major}{minor}``.
+        family: ``ampere``, ``ada``, ``hopper``, ``blackwell`` (data centre), ``blackwell-rtx``
+            (workstation / consumer); a marker each (``-`` becomes ``_``).
+        products: examples, for the marker's help text.
+        smem_per_block: bytes of shared memory one block may use (static + dynamic), the opt-in
+            maximum ``cudaDevAttrMaxSharedMemoryPerBlockOptin`` Triton checks at load.
+        regs_per_thread, regs_per_block, threads_per_block: the other per-block limits.
+        sass: instruction classes beyond the common set this arch executes (``wgmma``: Hopper warpgroup
+            MMA; ``tcgen05``: tensor-memory MMA; ``tma``: bulk tensor copies), exactly (never ``>=``).
+        static_target: the static tier compiles every kernel for it.
+        tile_emulation: verify attention also runs SGLang's tile choice for it on any target.
+
+    Sources for the limits (NVIDIA): CUDA C++ Programming Guide, "Compute Capabilities", table
+    "Technical Specifications per Compute Capability"; the per-block shared memory agrees with CCCL
+    ``cuda/experimental/__device/arch_traits.cuh`` (per-SM capacity minus the 1 KB the driver reserves
+    per block) and CUTLASS ``cutlass/arch/arch.h`` (``sm90``/``sm100_smem_capacity_bytes = 232448``,
+    ``sm120_smem_capacity_bytes = 101376``). ``tests/kernels/test_static.py`` checks the row of each
+    visible GPU against ``torch.cuda.get_device_properties``. Instruction classes: PTX ISA (wgmma needs
+    sm_90a; tcgen05 the sm_100a family, not sm_120; cp.async.bulk.tensor sm_90 and later).
+    """
+
+    name: str
+    family: str
+    products: str
+    smem_per_block: int
+    regs_per_thread: int = 255
+    regs_per_block: int = 64 * KB
+    threads_per_block: int = 1024
+    sass: frozenset[str] = frozenset()
+    static_target: bool = False
+    tile_emulation: bool = False
+
+
+def _rows(*rows: Arch) -> dict[str, Arch]:
+    return {r.name: r for r in rows}
+
+
+ARCHES: dict[str, Arch] = _rows(
+    Arch("sm80", "ampere", "A100, A30", 163 * KB, static_target=True, tile_emulation=True),  # 164 KB per SM
+    Arch("sm86", "ampere", "RTX 30xx, A10, A40, RTX A6000", 99 * KB, static_target=True, tile_emulation=True),
+    Arch("sm87", "ampere", "Jetson AGX Orin", 163 * KB),
+    Arch("sm89", "ada", "RTX 40xx, L4, L40S, RTX 6000 Ada", 99 * KB, static_target=True, tile_emulation=True),
+    Arch("sm90", "hopper", "H100, H200, GH200", 227 * KB, sass=frozenset({"wgmma", "tma"}), static_target=True,
+         tile_emulation=True),  # 228 KB per SM
+    Arch("sm100", "blackwell", "B200, GB200", 227 * KB, sass=frozenset({"tcgen05", "tma"}), static_target=True,
+         tile_emulation=True),
+    Arch("sm103", "blackwell", "B300, GB300", 227 * KB, sass=frozenset({"tcgen05", "tma"}), static_target=True),
+    Arch("sm110", "blackwell", "Jetson Thor", 227 * KB, sass=frozenset({"tcgen05", "tma"})),
+    Arch("sm120", "blackwell-rtx", "RTX 50xx, RTX PRO 6000 Blackwell", 99 * KB, sass=frozenset({"tma"}),
+         static_target=True, tile_emulation=True),  # 128 KB per SM
+    Arch("sm121", "blackwell-rtx", "DGX Spark (GB10)", 99 * KB, sass=frozenset({"tma"}), static_target=True),
+)
+"""To add an architecture, add its row here: markers, limits, the static tier's targets, the SASS
+check and the attention tile emulation all read it."""
+STATIC_ARCHES = tuple(a for a, row in ARCHES.items() if row.static_target)
+TILE_ARCHES = tuple(a for a, row in ARCHES.items() if row.tile_emulation)
+FAMILIES = tuple(dict.fromkeys(row.family for row in ARCHES.values()))
 FAKE_ENV = "DDTREE_FAKE_GPUS"
 _NAME = re.compile(r"^sm(\d{1,2})(\d)$")
 
@@ -54,7 +105,7 @@ def parse_arch(name: str) -> tuple[int, int]:
 def family(name: str) -> str:
     """Family of a known arch (``sm120 -> blackwell-rtx``); ``sm{major}x`` for an unknown one."""
     if name in ARCHES:
-        return ARCHES[name][0]
+        return ARCHES[name].family
     return f"sm{parse_arch(name)[0]}x"
 
 

@@ -85,6 +85,8 @@ class VerifyCase(SavedCase):
         CaseError: via :meth:`check`, naming the first bad field.
     """
 
+    SCHEMA = SCHEMA
+
     budget: int
     block_size: int
     topology: str
@@ -137,6 +139,11 @@ class VerifyCase(SavedCase):
         if self.origin != "grid":
             parts.append(f"{self.origin}{self.seed}")
         return "-".join(parts)
+
+    def coordinates(self) -> dict:
+        """The fields a result line records for a cell of this case (see :class:`ddtree_compat.results.ResultRecord`)."""
+        return dict(budget=self.budget, topology=self.topology, plant=self.plant, batch=self.batch,
+                    block_size=self.block_size, mode=self.mode, layout=self.layout, shape="")
 
     def expected(self) -> tuple[VerifyResult, ...]:
         """The oracle's verify result per request."""

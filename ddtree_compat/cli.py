@@ -23,7 +23,6 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from .errors import DDTreeInputError
@@ -178,60 +177,65 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from .arch import detect_gpus
-    from .cases import VerifyCase
     from .tiers import enable_interpreter, resolve_tier, targets_for
 
     gpus = detect_gpus()
     tier = resolve_tier(args.tier, gpus)
     if tier == "interpret":
         enable_interpreter()
-    from . import backends
-    from .harness import run_verify
-
-    from . import attention, commit
+    from . import backends, kernels
 
     try:
         (backend,) = backends.resolve([args.backend])
     except DDTreeInputError as e:  # name the option as typed here
         raise DDTreeInputError("--backend", args.backend, e.allowed, e.problem) from None
-    text = _case_text(args.case, args.profile)
-    if f'"{commit.SCHEMA}"' in text:
-        case = commit.CommitCase.from_json(text, args.case)
-        if args.kernel not in backends.kernels_of(backend) or args.kernel == backends.VERIFY_KERNEL:
-            raise DDTreeInputError("--kernel", args.kernel, ", ".join(k for k in backends.kernels_of(backend)
-                                                                      if k != backends.VERIFY_KERNEL) or "none",
-                                   f"not a commit kernel of {backend.name}")
-        run = lambda target: commit.run_commit(case, args.kernel, backend, target)  # noqa: E731
-    elif f'"{attention.SCHEMA}"' in text:
-        case = attention.AttentionCase.from_json(text, args.case)
-        if backends.ATTENTION_KERNEL not in backends.kernels_of(backend):
-            raise DDTreeInputError("--backend", backend.name, "a backend with verify_attention", "no such kernel")
-        if case.tiles != "native" and not getattr(backend, "attention_tiles", False):
-            case = replace(case, tiles="native")  # a backend without tile choices runs the case as it is
-        args.kernel = case.kernel  # the case names its tile configuration
-        run = lambda target: attention.run_attention(case, backend, target)  # noqa: E731
-    else:
-        case = VerifyCase.from_json(text, args.case)
-        run = lambda target: run_verify(case, backend, target)  # noqa: E731
+    case = kernels.case_from_json(_case_text(args.case, args.profile), args.case)
+    record = _replay_record(case, args.kernel, backend)
+    (case,) = record.backend_cases(backend, (case,))  # e.g. a backend without tile choices runs it natively
+    label = record.label_of(case)
     targets = targets_for(tier, gpus)
     if not targets:
         raise DDTreeInputError("--tier", tier, "interpret on a host without a GPU", "no GPU")
     target = targets[args.gpu] if tier == "device" else targets[0]
-    reason = backends.kernel_unavailable_reason(backend, target, args.kernel)
+    reason = backends.unavailable(backend, label, target, case)
     if reason:
         print(f"skip: {backend.name} on {target.id}: {reason}")
         return 0 if args.allow_skip else 3
-    verdict = run(target)
+    verdict = record.runner()(case, backend, target)
     accepted = (f", accepted expected {verdict.accepted_expected} got {verdict.accepted_got}"
                 if verdict.accepted_expected or verdict.accepted_got is not None else "")
-    print(f"{verdict.outcome}: {backend.name} {args.kernel} on {target.id}, case {case.id}{accepted}"
+    print(f"{verdict.outcome}: {backend.name} {label} on {target.id}, case {case.id}{accepted}"
           + (f"\n{verdict.message}" if verdict.message else ""))
     return 0 if verdict.outcome == "pass" else 1
 
 
+def _replay_record(case, kernel: str | None, backend):
+    """The record a replayed case runs under: ``--kernel`` (a name or label among the records of the case's
+    type that the backend implements), or the only such record.
+
+    Raises:
+        DDTreeInputError: ``--kernel`` names no such record, or the case type has several and none is named.
+    """
+    from . import backends, kernels
+
+    candidates = kernels.for_case(case)
+    names = [r.name for r in candidates]
+    if kernel is None and len(candidates) > 1:
+        raise DDTreeInputError("--kernel", None, ", ".join(names), f"a {type(case).__name__} feeds several kernels")
+    record = candidates[0] if kernel is None else next(
+        (r for r in candidates if kernel in (r.name, r.label_of(case))), None)
+    if record is None:
+        raise DDTreeInputError("--kernel", kernel, ", ".join(names), f"not a kernel of a {type(case).__name__}")
+    if record.name not in backends.kernels_of(backend):
+        have = [n for n in names if n in backends.kernels_of(backend)]
+        raise DDTreeInputError("--kernel" if kernel else "--backend", kernel or backend.name,
+                               ", ".join(have) or f"a backend with {record.name}", f"{backend.name} has no {record.name}")
+    return record
+
+
 def _case_text(ref: str, profile: str = "default") -> str:
-    """The JSON of a case: the file ``ref``, or else the case whose id is ``ref`` in ``profile``'s grid
-    (its verify and commit cases; for ``default``, the attention cases of both attention profiles too).
+    """The JSON of a case: the file ``ref``, or else the case whose id is ``ref`` among the cases of every
+    kernel record in ``profile``'s grid (for ``default``, every verify-attention profile's too).
 
     Raises:
         DDTreeInputError: ``ref`` is neither a readable file nor the id of a case of that grid.
@@ -242,18 +246,19 @@ def _case_text(ref: str, profile: str = "default") -> str:
             return path.read_text()
         except OSError as e:
             raise DDTreeInputError("path", ref, "a readable case JSON file", e.strerror or "unreadable")
-    from .attention import PROFILES as ATTENTION_PROFILES, attention_cases
+    from . import kernels
     from .cases import check_profile, grid
-    from .commit import commit_cases
+    from .kernels.attention import PROFILES as ATTENTION_PROFILES
 
     verify = grid(check_profile(profile))
-    groups = [verify, commit_cases(verify)]
-    if profile == "default":
-        groups += [attention_cases(p) for p in ATTENTION_PROFILES]
-    for cases in groups:
-        found = next((c for c in cases if c.id == ref), None)
-        if found is not None:
-            return found.to_json()
+    contexts = [kernels.CaseContext(profile, verify, p) for p in (ATTENTION_PROFILES if profile == "default" else
+                                                                   ATTENTION_PROFILES[:1])]
+    generators = list(dict.fromkeys(r.cases for r in kernels.registry().values()))  # commit kernels share one
+    for context in contexts:
+        for cases in generators:
+            found = next((c for c in cases(context) if c.id == ref), None)
+            if found is not None:
+                return found.to_json()
     raise DDTreeInputError("case", ref, f"a case JSON file or the id of a {profile} case (python -m ddtree_compat "
                                         f"cases --profile {profile})", "not found")
 
@@ -262,7 +267,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
     from .cases import grid
 
     if args.attention:
-        from .attention import attention_cases
+        from .kernels.attention import attention_cases
 
         cases = attention_cases(args.attention)
     else:
@@ -322,9 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--profile", default="default", help="the grid a case id is looked up in (default: default)")
     y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
     y.add_argument("--gpu", type=int, default=0, help="GPU index on the device tier")
-    y.add_argument("--kernel", default="verify_tree_greedy",
-                   help="verify_tree_greedy (verify case) or a commit kernel (commit case); an attention case "
-                        "names its own (verify_attention[@emulated-<arch>])")
+    y.add_argument("--kernel", default=None,
+                   help="the kernel to run the case under when its case type feeds several (a commit case: "
+                        "accept_out_cache_loc, move_kv, ...); default: the case type's only kernel")
     y.add_argument("--allow-skip", action="store_true", help="exit 0 when the backend is unavailable")
     y.set_defaults(func=cmd_replay)
 

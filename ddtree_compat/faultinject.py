@@ -24,7 +24,8 @@ like ``trap``; ``setmaxnreg`` outside a warpgroup-aligned region raised nothing.
 from __future__ import annotations
 
 from ._triton_env import triton_or_none
-from .tiers import Target
+from .backends import Backend, Implementation
+from .kernels.verify import VERIFY
 
 triton, tl = triton_or_none()
 
@@ -58,16 +59,11 @@ if triton is not None:
         tl.store(out_ptr, v)
 
 
-class _Injector:
+class _Injector(Backend):
     name = "fault"
     expected_fault = "other"
-
-    def unavailable_reason(self, target: Target) -> str | None:
-        if target.tier != "device" or target.fake:
-            return "fault injection needs a real CUDA device (device tier)"
-        if triton is None:
-            return "triton is not importable"
-        return None
+    implements = (Implementation(VERIFY, "cuda", what="fault injection (a real CUDA device)",
+                                 module="triton"),)
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .report.summary import WORST_FIRST
+from .outcomes import WORST_FIRST
 from .results import Results
 
 CellKey = tuple[str, str, str, str]

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import torch
 
+from .backends import with_static
 from .backends.oracle import OracleBackend
+from .kernels.verify import VERIFY
 from .static.kernels import Spec, TritonKernel
 
 
@@ -264,6 +266,7 @@ class OversizedSmem(OracleBackend):
     static cells are ``out of resources`` on sm86/sm89/sm120/sm121 and pass elsewhere."""
 
     name = "mutant-oversized-smem"
-    static_kernels = (TritonKernel(kernel="oversized_smem_kernel", fn="ddtree_compat.static.planted:oversized_smem_kernel",
-                                   signature=(("a_ptr", "*fp16"), ("b_ptr", "*fp16"), ("c_ptr", "*fp32"), ("K", "i32")),
-                                   specialize=_oversized_spec),)
+    PLANTED = TritonKernel(kernel="oversized_smem_kernel", fn="ddtree_compat.static.planted:oversized_smem_kernel",
+                           signature=(("a_ptr", "*fp16"), ("b_ptr", "*fp16"), ("c_ptr", "*fp32"), ("K", "i32")),
+                           specialize=_oversized_spec)
+    implements = with_static(OracleBackend.implements, VERIFY, (PLANTED,))

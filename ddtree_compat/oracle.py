@@ -1,4 +1,5 @@
-"""Pure-PyTorch reference of DDTree's tree build, tree compile, greedy verify and commit.
+"""The oracle: pure-Python (and NumPy) reference of DDTree's tree build, tree compile, greedy verify
+and commit. No torch: it runs wherever cases are made or read.
 
 Every function here is pure (no device, no global state) and written for reading, not speed. Sources:
 
@@ -8,8 +9,8 @@ Every function here is pure (no device, no global state) and written for reading
   ``min(max(B // L + 1, 2), V, max_topk)``, BFS relabelling, EAGLE-format retrieve arrays.
 * SGLang ``verify_tree_greedy`` (``sglang.kernels.ops.speculative.tree`` /
   ``spec_tree.verify_tree_greedy_triton``): the kernel contract :func:`verify_greedy_eagle` models.
-* Verify attention (the target forward over ``[prefix + D]`` under the ancestor-only mask):
-  :func:`verify_attention_reference`, float32 scaled-dot-product attention over an explicit mask.
+* The ancestor-only mask (:func:`ancestor_mask`) the verify attention is judged under; its float
+  reference is the judge's own (:func:`ddtree_compat.checks.attention.verify_attention_reference`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Sequence
 
-import torch
+import numpy as np
 
 from .errors import CaseError
 from .tree import DraftTree
@@ -35,13 +36,25 @@ def topk_width(budget: int, vocab: int, topk_cap: int | None = None) -> int:
     return k if topk_cap is None else min(k, topk_cap)
 
 
-def build_best_first(
-    draft_logits: torch.Tensor, budget: int, root_token: int, topk_cap: int | None = None
-) -> DraftTree:
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise ``log_softmax`` in float64: ``x - max - log(sum(exp(x - max)))``."""
+    x = np.asarray(logits, dtype=np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def top_k(logp: np.ndarray, k: int) -> tuple[list[list[float]], list[list[int]]]:
+    """Per row, the ``k`` largest values and their indices, descending (ties: lower index first)."""
+    ids = np.argsort(-logp, axis=-1, kind="stable")[:, :k]
+    return np.take_along_axis(logp, ids, axis=-1).tolist(), ids.tolist()
+
+
+def build_best_first(draft_logits, budget: int, root_token: int, topk_cap: int | None = None) -> DraftTree:
     """Best-first DDTree build (paper Sec. 3) from one drafted block.
 
     Args:
-        draft_logits: ``[L, V]`` float logits of the drafter, one row per depth 1..L
+        draft_logits: ``[L, V]`` float logits of the drafter (anything ``numpy.asarray`` reads), one
+            row per depth 1..L
             (``L = block_size - 1`` is the depth limit).
         budget: ``B >= 0`` drafted nodes to add (the root is extra).
         root_token: token id of node 0 (the previous bonus token).
@@ -58,16 +71,15 @@ def build_best_first(
     """
     if budget < 0:
         raise CaseError("budget", budget, "integer >= 0", "negative")
-    if draft_logits.dim() != 2:
+    draft_logits = np.asarray(draft_logits, dtype=np.float64)
+    if draft_logits.ndim != 2:
         raise CaseError("draft_logits", tuple(draft_logits.shape), "[L, V]", "not 2-D")
     depth_limit, vocab = draft_logits.shape
     parents, tokens, scores = [-1], [int(root_token)], [0.0]
     k = topk_width(budget, vocab, topk_cap)
     if budget == 0 or depth_limit == 0 or k == 0:
         return DraftTree(tuple(parents), tuple(tokens))
-    logp = torch.log_softmax(draft_logits.double(), dim=-1)
-    top_lp, top_ids = torch.topk(logp, k, dim=-1)  # [L, k], sorted descending
-    lp, ids = top_lp.tolist(), top_ids.tolist()
+    lp, ids = top_k(log_softmax(draft_logits), k)  # [L, k], sorted descending
     # entry: (-score, depth (1-based), rank, parent node)
     heap = [(-lp[0][0], 1, 0, 0)]
     while heap and len(parents) - 1 < budget:
@@ -83,16 +95,17 @@ def build_best_first(
     return DraftTree(tuple(parents), tuple(tokens))
 
 
-def build_spine(draft_logits: torch.Tensor, budget: int, root_token: int) -> DraftTree:
+def build_spine(draft_logits, budget: int, root_token: int) -> DraftTree:
     """SGLang DDTree *spine mode*: the argmax chain of the first ``B`` depths (``D = B + 1`` nodes).
 
     Raises:
         CaseError: ``B`` larger than the depth limit ``L`` (spine mode needs ``B <= block_size - 1``).
     """
+    draft_logits = np.asarray(draft_logits)
     depth_limit = draft_logits.shape[0]
     if not 0 <= budget <= depth_limit:
         raise CaseError("budget", budget, f"0..{depth_limit} (spine mode: B <= block_size - 1)", "out of range")
-    chain = draft_logits[:budget].argmax(dim=-1).tolist()
+    chain = draft_logits[:budget].argmax(axis=-1).tolist()
     return DraftTree(tuple(range(-1, budget)), (int(root_token), *chain))
 
 
@@ -108,12 +121,10 @@ def bfs_relabel(tree: DraftTree) -> DraftTree:
     return DraftTree(parents, tuple(tree.tokens[old] for old in order))
 
 
-def build_sglang_ddtree(
-    draft_logits: torch.Tensor, budget: int, root_token: int, max_topk: int = 6
-) -> DraftTree:
+def build_sglang_ddtree(draft_logits, budget: int, root_token: int, max_topk: int = 6) -> DraftTree:
     """The tree SGLang's DDTree PR would verify: spine when ``B <= L``, else a BFS-ordered best-first
     tree with width ``min(max(B // L + 1, 2), V, max_topk)`` (``SGLANG_DDTREE_MAX_TOPK``)."""
-    depth_limit, vocab = draft_logits.shape
+    depth_limit, vocab = np.shape(draft_logits)
     if budget <= depth_limit:
         return build_spine(draft_logits, budget, root_token)
     width = min(max(budget // depth_limit + 1, 2), vocab, max_topk)
@@ -154,57 +165,18 @@ def to_eagle(tree: DraftTree) -> EagleTree:
     return EagleTree(tuple(range(tree.num_nodes)), tuple(first_child), tuple(next_sibling), tree.tokens)
 
 
-def ancestor_mask(tree: DraftTree) -> torch.Tensor:
+def ancestor_mask(tree: DraftTree) -> np.ndarray:
     """Ancestor-only visibility: ``bool [D, D]``, ``mask[i, j]`` iff ``j`` is ``i`` or an ancestor of ``i``."""
     d = tree.num_nodes
-    mask = torch.zeros(d, d, dtype=torch.bool)
+    mask = np.zeros((d, d), dtype=bool)
     for i in range(d):
         mask[i, list(tree.path_to(i))] = True
     return mask
 
 
-def positions(tree: DraftTree, start: int) -> torch.Tensor:
-    """Position ids ``int64 [D]``: ``start + depth`` (the root sits at ``start``, the current seq_len)."""
-    return torch.tensor(tree.depths, dtype=torch.int64) + start
-
-
-def verify_attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, visible: torch.Tensor,
-                               sm_scale: float) -> torch.Tensor:
-    """Scaled-dot-product attention of one request's verify rows, in float32, over an explicit mask.
-
-    ``out[i, h] = softmax_j(sm_scale * q[i, h] . k[j, h // G] | visible[i, j]) @ v[:, h // G]``: query
-    head ``h`` reads KV head ``h // G`` (grouped-query attention, ``G = H / Hk``, SGLang's
-    ``cur_kv_head = cur_head // kv_group_num``). Keys are the request's prefix then its tree rows, so
-    ``visible[i, :P]`` is the prefix and ``visible[i, P:]`` the ancestor-only mask
-    (:func:`ancestor_mask`, paper Sec. 3). Inputs are upcast as given (already rounded to the kernel's
-    dtype), so only the kernel's arithmetic differs from this.
-
-    Args:
-        q: ``[n, H, Dh]`` query rows (any float dtype, any device).
-        k, v: ``[P + n, Hk, Dh]`` keys and values.
-        visible: bool ``[n, P + n]``; every row must see at least one key.
-        sm_scale: softmax scale (SGLang passes ``1 / sqrt(Dh)``).
-
-    Returns:
-        float32 ``[n, H, Dh]`` on ``q``'s device.
-
-    Raises:
-        CaseError: mismatched shapes, ``H`` not a multiple of ``Hk``, or a row that sees no key (its
-            softmax would be undefined).
-    """
-    n, heads, _ = q.shape
-    keys, kv_heads, _ = k.shape
-    if heads % kv_heads or v.shape[:2] != k.shape[:2] or tuple(visible.shape) != (n, keys):
-        raise CaseError("shapes", (tuple(q.shape), tuple(k.shape), tuple(v.shape), tuple(visible.shape)),
-                        "q [n, H, Dh], k/v [T, Hk, Dh] with Hk | H, visible [n, T]", "mismatch")
-    if n and not bool(visible.any(dim=1).all()):
-        raise CaseError("visible", "a row with no visible key", "every row sees at least itself", "empty row")
-    group = heads // kv_heads
-    kf = k.float().repeat_interleave(group, dim=1)
-    vf = v.float().repeat_interleave(group, dim=1)
-    scores = torch.einsum("nhd,thd->hnt", q.float(), kf) * sm_scale
-    scores = scores.masked_fill(~visible.to(torch.bool).unsqueeze(0), float("-inf"))
-    return torch.einsum("hnt,thd->nhd", torch.softmax(scores, dim=-1), vf)
+def positions(tree: DraftTree, start: int) -> list[int]:
+    """Position ids ``[D]``: ``start + depth`` (the root sits at ``start``, the current seq_len)."""
+    return [start + depth for depth in tree.depths]
 
 
 # --------------------------------------------------------------------------------------------------

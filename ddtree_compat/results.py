@@ -34,7 +34,7 @@ from typing import Iterable
 
 from .arch import detect_gpus
 from .errors import ResultsFileError
-from .harness import OUTCOMES
+from .outcomes import OUTCOMES
 
 
 @dataclass
@@ -154,7 +154,7 @@ class ResultsWriter:
     """Appends lines to a results file shared by processes, writing this process's ``env`` line first.
 
     Args:
-        path: the JSONL file (created with its directory).
+        path: the JSONL file (created with its directory at the first line written).
         env: this process's ``env`` line (:func:`environment`).
         fsync: ``fsync`` after every append (survives a host crash, not just a killed process).
     """
@@ -166,10 +166,10 @@ class ResultsWriter:
         self._env_written = False
         self._fd: int | None = None
         self._fd_pid = 0
-        self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def _descriptor(self) -> int:
         if self._fd is None or self._fd_pid != os.getpid():  # opened lazily, and again in a forked child
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             self._fd_pid = os.getpid()
         return self._fd

@@ -7,7 +7,7 @@
   The sweep runs one xdist worker per GPU, pinned with ``CUDA_VISIBLE_DEVICES``
   (:func:`pinned_worker_args`), so each worker sees, collects and runs on its own GPU only.
 * ``static``: every kernel compiled ahead of time for each arch in
-  :data:`ddtree_compat.static.runner.STATIC_ARCHES` and checked against it (resources, SASS), on the
+  :data:`ddtree_compat.arch.STATIC_ARCHES` and checked against it (resources, SASS), on the
   CPU. Not a process's tier: its cells run in every process, whatever ``--ddtree-tier`` says, and
   carry their target arch's marker (``pytest -m sm120`` on a CPU machine runs the sm120 static cells).
 """

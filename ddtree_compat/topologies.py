@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-import torch
 
 from . import oracle
 from .tree import DraftTree
@@ -36,7 +35,7 @@ def _distinct_sibling_tokens(parents: list[int], rng: np.random.Generator, vocab
 
 def spine(budget: int, block_size: int, rng: np.random.Generator, vocab: int, topk_cap: int | None) -> DraftTree:
     """SGLang spine mode: argmax chain of ``B`` nodes (needs ``B <= block_size - 1``)."""
-    logits = torch.from_numpy(rng.standard_normal((block_size - 1, vocab)))
+    logits = rng.standard_normal((block_size - 1, vocab))
     return oracle.build_spine(logits, budget, _root(rng, vocab))
 
 
@@ -50,7 +49,7 @@ def _best_first(peak: float, budget: int, block_size: int, rng: np.random.Genera
     logits = rng.standard_normal((block_size - 1, vocab)) * (0.1 if peak == 0 else 1.0)
     if peak:
         logits[np.arange(block_size - 1), rng.integers(vocab, size=block_size - 1)] += peak
-    return oracle.build_best_first(torch.from_numpy(logits), budget, _root(rng, vocab), topk_cap)
+    return oracle.build_best_first(logits, budget, _root(rng, vocab), topk_cap)
 
 
 def bf_peaked(budget: int, block_size: int, rng: np.random.Generator, vocab: int, topk_cap: int | None) -> DraftTree:

@@ -1,41 +1,33 @@
-"""Backends: the kernels under test behind one small interface.
+"""Backends: who implements the kernels under test, declared once per backend.
 
-A backend is an object with
+A backend is a :class:`Backend` (or any object with the same two attributes):
 
-* ``name``: ``str``, its column in the matrix (``sglang-triton``);
-* ``unavailable_reason(target) -> str | None``: ``None`` when it can run on the
-  :class:`~ddtree_compat.tiers.Target`, else why not (the test is then a *skip* with that reason,
-  counted in the results, never a pass);
-* ``verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index,
-  retrive_next_token, retrive_next_sibling, target_predict) -> None``: SGLang's greedy tree verify,
-  writing the three outputs in place. Shapes and dtypes (``bs`` requests, ``C`` node slots each,
-  ``S = accept_width``): ``predicts`` int32 ``[bs*C]``; ``accept_index`` int32 ``[bs, S]``;
-  ``accept_token_num`` int32 ``[bs]``; the five inputs int64 ``[bs, C]``, on the target's device.
-  Contract: see :func:`ddtree_compat.oracle.verify_greedy_eagle` (elements off the accepted path are
-  left as they were).
-* optional ``verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
-  mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict | None``: the target
-  forward's attention over ``[prefix + tree rows]`` under the ancestor-only mask, laid out as SGLang's
-  target verify does (SGLang ``extend_attention_fwd``; layout and shapes in
-  :mod:`ddtree_compat.attention`), writing ``o`` in place; returns the launch's tile configuration
-  (or ``None``). ``tiles`` names an arch whose tile choice to emulate; a backend that can emulate one
-  sets ``attention_tiles = True`` and has ``attention_tile_choice(tiles, head_dim) -> dict``.
-* optional ``static_kernels``: a tuple of :mod:`ddtree_compat.static.kernels` entries (Triton
-  kernels, tvm-ffi CUDA modules) the backend launches; the static tier compiles each for every arch
-  (``tests/kernels/test_static.py``).
+* ``name``: its column in the matrix (``sglang-triton``);
+* ``implements``: one :class:`Implementation` per kernel it has: the kernel's record name
+  (:mod:`ddtree_compat.kernels`), the runtime it runs on (where it can run), the module it lives in,
+  and its static-tier entries. The backend has a method of the kernel's name (signatures in the
+  records' modules).
 
-Built-ins live one per file here. Third parties register theirs with an entry point in the group
-``ddtree_compat.backends`` (``name = "pkg.module:BackendClass"``) or per run with
+Where a kernel can run is answered in one place, :func:`unavailable`, from that declaration (the way
+FlashInfer's backends declare their supported compute capabilities once and tests ask them): a
+reason string makes the cell a *skip* with that reason, counted in the results, never a pass.
+
+Built-ins live one per file here (:data:`BUILTIN`). Third parties register theirs with an entry point
+in the group ``ddtree_compat.backends`` (``name = "pkg.module:BackendClass"``) or per run with
 ``--ddtree-backend pkg.module:object``.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
-from typing import Protocol, runtime_checkable
+from typing import Callable
 
 from ..errors import BackendError
+from ..kernels import base_name
 from ..tiers import Target
 
 ENTRY_POINT_GROUP = "ddtree_compat.backends"
@@ -45,34 +37,134 @@ BUILTIN = {
     "sglang-cuda": "ddtree_compat.backends.sglang_cuda:SGLangCudaBackend",
     "sglang-torch": "ddtree_compat.backends.sglang_torch:SGLangTorchBackend",
 }
-VERIFY_KERNEL = "verify_tree_greedy"
-COMMIT_KERNELS = ("accept_out_cache_loc", "front_out_cache_loc", "commit_outputs", "bonus_tokens",
-                  "assign_req_to_token", "move_kv")
-ATTENTION_KERNEL = "verify_attention"
+RUNTIMES = ("host", "triton", "cuda", "torch")
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """Required: ``name`` and ``unavailable_reason``. Kernels are optional methods: a backend is
-    parametrized only for the kernels it has (``verify_tree_greedy`` and/or the commit kernels of
-    :mod:`ddtree_compat.commit`); ``kernel_unavailable_reason(target, kernel)``, when present,
-    refines availability per kernel."""
+@dataclass(frozen=True)
+class Implementation:
+    """One kernel of a backend, and where it can run.
 
-    name: str
+    Attributes:
+        kernel: the kernel's record name (``verify_tree_greedy``); the backend's method of that name runs it.
+        runtime: ``host`` (Python on any real target; reads tensors back, so never inside a CUDA
+            graph), ``triton`` (compiled on the device tier, interpreted on the interpret tier),
+            ``cuda`` (a compiled CUDA kernel: the device tier only), ``torch`` (torch ops: any tier).
+        what: the implementation in words, for skip reasons (``SGLang's Triton verify_tree_greedy_triton``).
+        module: the module that must import for the kernel to run (``""``: none).
+        probe: ``(backend) -> None``, one tiny launch on the interpret tier; raising means Triton's
+            interpreter cannot run it here (the reason names why).
+        refuse: ``(target, case) -> reason | None``: cases this implementation cannot run on a target
+            (bf16 under Triton's interpreter).
+        static: static-tier entries (:mod:`ddtree_compat.static.kernels`) compiled for every arch.
+    """
 
-    def unavailable_reason(self, target: Target) -> str | None: ...
+    kernel: str
+    runtime: str
+    what: str = ""
+    module: str = ""
+    probe: Callable | None = None
+    refuse: Callable | None = None
+    static: tuple = ()
+
+    @property
+    def graph_capturable(self) -> bool:
+        return self.runtime != "host"
 
 
-def kernels_of(backend: Backend) -> tuple[str, ...]:
-    """The kernels this backend implements, in suite order."""
-    return tuple(k for k in (VERIFY_KERNEL, *COMMIT_KERNELS, ATTENTION_KERNEL) if callable(getattr(backend, k, None)))
+class Backend:
+    """Base of the built-in backends: ``name`` and ``implements`` (see the module docstring)."""
+
+    name = ""
+    implements: tuple[Implementation, ...] = ()
 
 
-def kernel_unavailable_reason(backend: Backend, target: Target, kernel: str) -> str | None:
-    """Why ``backend`` cannot run ``kernel`` on ``target`` (``None``: it can). A kernel label with an
-    ``@`` suffix (``verify_tree_greedy@graph``, ``verify_attention@emulated-sm120``) asks about its base."""
-    refine = getattr(backend, "kernel_unavailable_reason", None)
-    return refine(target, kernel.split("@")[0]) if refine else backend.unavailable_reason(target)
+def implementation(backend, kernel: str) -> Implementation | None:
+    """The backend's implementation of a kernel name or label (``verify_tree_greedy@graph``), or ``None``."""
+    name = base_name(kernel)
+    return next((i for i in getattr(backend, "implements", ()) if i.kernel == name), None)
+
+
+def kernels_of(backend) -> tuple[str, ...]:
+    """The kernels this backend implements, in its declaration's order."""
+    return tuple(i.kernel for i in getattr(backend, "implements", ()))
+
+
+def with_static(implements: tuple[Implementation, ...], kernel: str, static: tuple) -> tuple[Implementation, ...]:
+    """``implements`` with ``kernel``'s static entries replaced (for a backend derived from another)."""
+    return tuple(replace(i, static=static) if i.kernel == kernel else i for i in implements)
+
+
+def interpreter_on() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def import_error(module: str) -> str | None:
+    """``None`` if ``module`` imports, else a one-line reason naming the missing piece."""
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - any import failure makes the kernel unavailable
+        return f"cannot import {module}: {type(e).__name__}: {e}".replace("\n", " ")
+    return None
+
+
+def _cuda_reason() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no CUDA device"
+    return None
+
+
+def _runtime_reason(impl: Implementation, target: Target) -> str | None:
+    if impl.runtime == "host":
+        return None
+    if impl.runtime == "cuda":
+        return None if target.tier == "device" else f"{impl.what or 'a CUDA kernel'} runs on the device tier only"
+    if impl.runtime == "triton":
+        if target.tier == "interpret" and not interpreter_on():
+            return "interpret tier needs TRITON_INTERPRET=1 set before Triton is imported"
+        if target.tier == "device" and interpreter_on():
+            return "TRITON_INTERPRET=1 is set: the device tier needs compiled Triton"
+    return None
+
+
+@functools.cache
+def _probe_reason(backend_name: str, kernel: str, probe: Callable, backend) -> str | None:
+    try:
+        probe(backend)
+    except Exception as e:  # noqa: BLE001 - the probe's launch failed: the interpreter cannot run it here
+        import numpy
+        import triton
+
+        return (f"Triton {triton.__version__}'s interpreter cannot run {kernel} with NumPy {numpy.__version__}: "
+                f"{type(e).__name__}: {e}").replace("\n", " ")[:400]
+    return None
+
+
+def unavailable(backend, kernel: str, target: Target, case=None) -> str | None:
+    """Why ``backend`` cannot run ``kernel`` (a name or label) on ``target`` (for ``case``, when given),
+    or ``None`` when it can. The one answer to "runs here?", read from the backend's declaration."""
+    impl = implementation(backend, kernel)
+    if impl is None:
+        return f"{backend.name} has no {base_name(kernel)} kernel"
+    if target.fake:
+        return f"{target.arch} is a DDTREE_FAKE_GPUS entry: no device to run on"
+    reason = _runtime_reason(impl, target)
+    if not reason and target.tier == "device" and impl.runtime != "host":
+        reason = _cuda_reason()
+    if not reason and impl.module:
+        reason = import_error(impl.module)
+    if not reason and impl.probe is not None and target.tier == "interpret":
+        reason = _probe_reason(backend.name, impl.kernel, impl.probe, backend)
+    if not reason and case is not None and impl.refuse is not None:
+        reason = impl.refuse(target, case)
+    return reason
+
+
+def backend_unavailable(backend, target: Target) -> str | None:
+    """``None`` when at least one of the backend's kernels can run on ``target``, else the first reason."""
+    reasons = [unavailable(backend, k, target) for k in kernels_of(backend)]
+    return None if any(r is None for r in reasons) else (reasons[0] if reasons else f"{backend.name} has no kernel")
 
 
 def registered() -> dict[str, str]:
@@ -83,7 +175,7 @@ def registered() -> dict[str, str]:
     return specs
 
 
-def _load(spec: str, where: str) -> Backend:
+def _load(spec: str, where: str):
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise BackendError(where, spec, "a registered name or module:object", "not module:object")
@@ -92,13 +184,16 @@ def _load(spec: str, where: str) -> Backend:
     except (ImportError, AttributeError) as e:
         raise BackendError(where, spec, "an importable module:object", f"cannot load ({type(e).__name__}: {e})")
     backend = obj() if isinstance(obj, type) else obj
-    if not isinstance(backend, Backend) or not kernels_of(backend):
-        raise BackendError(where, spec, "an object with name, unavailable_reason and a kernel method "
-                           "(verify_tree_greedy, accept_out_cache_loc, verify_attention, ...)", "not a backend")
+    if not isinstance(getattr(backend, "name", None), str) or not kernels_of(backend):
+        raise BackendError(where, spec, "an object with a name and implements (one Implementation per kernel, "
+                           "ddtree_compat.backends.Implementation)", "not a backend")
+    missing = [k for k in kernels_of(backend) if not callable(getattr(backend, k, None))]
+    if missing:
+        raise BackendError(where, spec, "a method for every kernel it implements", f"no method {missing[0]}")
     return backend
 
 
-def replay_spec(backend: Backend) -> str:
+def replay_spec(backend) -> str:
     """What ``--backend`` needs to load this backend again: its registered name, else ``module:Class``."""
     spec = registered().get(backend.name)
     cls = type(backend)
@@ -107,7 +202,7 @@ def replay_spec(backend: Backend) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def resolve(selection: list[str] | None) -> list[Backend]:
+def resolve(selection: list[str] | None) -> list:
     """Backends for a run: each item a registered name or ``module:object``; ``None`` or ``[]`` = all registered.
 
     Loading a built-in imports only our adapter, never SGLang (adapters import lazily), so a missing

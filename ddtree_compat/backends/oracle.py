@@ -1,26 +1,31 @@
-"""The ``oracle`` backend: :func:`ddtree_compat.oracle.verify_greedy_eagle` run over the kernel buffers.
+"""The ``oracle`` backend: the kernel contracts written out in plain Python over the kernel buffers.
 
-Pure PyTorch/Python on any device (tensors are read to the host, results written back). It follows the
-EAGLE retrieve links rather than the parent array the tree-level oracle walks, so its cell checks the
-layout and the harness end to end; it is the reference every kernel column is read against.
+Runs on the host for any real target (tensors are read back, results written back: never inside a
+CUDA graph). Each method is a second, independent statement of its kernel, not the reference the
+judge holds: verify walks the EAGLE retrieve links in the buffers
+(:func:`ddtree_compat.oracle.verify_greedy_eagle`) where the expected outputs walk the parent array;
+the commit kernels are loops over the buffers, apart from the oracle's commit plan; verify attention
+is a float64 per-row softmax over the layout's indirections, apart from the judge's float32 reference.
+So the ``oracle`` column checks the layout and the harness end to end.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ..oracle import verify_attention_reference, verify_greedy_eagle
-from ..tiers import Target
+from ..kernels.attention import KERNEL as VERIFY_ATTENTION
+from ..kernels.commit import KERNELS as COMMIT_KERNELS
+from ..kernels.verify import VERIFY
+from ..oracle import verify_greedy_eagle
+from . import Backend, Implementation
 
 
-class OracleBackend:
+class OracleBackend(Backend):
     name = "oracle"
-    graph_capturable = False  # reads tensors back to the host: cannot run inside a CUDA graph capture
-
-    def unavailable_reason(self, target: Target) -> str | None:
-        if target.fake:
-            return f"{target.arch} is a DDTREE_FAKE_GPUS entry: no device to run on"
-        return None
+    implements = tuple(Implementation(k, "host", what="the oracle (Python on the host)")
+                       for k in (VERIFY, *COMMIT_KERNELS, VERIFY_ATTENTION))
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:
@@ -72,17 +77,22 @@ class OracleBackend:
 
     def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
                          mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> None:
-        """Per request: rows ``qo_indptr[b]..``, prefix keys ``k_buffer[kv_indices[kv_indptr[b]..]]`` (a slot
-        index is the same row at any page size), mask block ``custom_mask[mask_indptr[b]..]`` viewed
-        ``[n, P + n]`` with the prefix columns taken as visible (SGLang's ``skip_prefix_custom_mask``),
-        then :func:`~ddtree_compat.oracle.verify_attention_reference`. Tile choice: none (``tiles`` ignored)."""
+        """Per request ``b``: rows ``qo_indptr[b]..``, prefix keys ``k_buffer[kv_indices[kv_indptr[b]..]]``
+        (a slot index is the same row at any page size), mask block ``custom_mask[mask_indptr[b]..]``
+        read ``[n, P + n]`` with the prefix columns taken as visible (SGLang's ``skip_prefix_custom_mask``);
+        then, per row and query head ``h`` (KV head ``h // G``), a float64 softmax over the visible keys
+        only (max-subtracted) and its weighted sum of values. Tile choice: none (``tiles`` ignored)."""
         qo, kv, mi = qo_indptr.tolist(), kv_indptr.tolist(), mask_indptr.tolist()
+        group = q.shape[1] // k.shape[1]
         for b in range(len(qo) - 1):
-            rows, prefix = slice(qo[b], qo[b + 1]), kv[b + 1] - kv[b]
-            n = qo[b + 1] - qo[b]
+            first, n, prefix = qo[b], qo[b + 1] - qo[b], kv[b + 1] - kv[b]
             slots = kv_indices[kv[b]:kv[b + 1]]
-            keys = torch.cat([k_buffer[slots], k[rows]])
-            values = torch.cat([v_buffer[slots], v[rows]])
-            visible = custom_mask[mi[b]:mi[b] + n * (prefix + n)].view(n, prefix + n).to(torch.bool).clone()
-            visible[:, :prefix] = True
-            o[rows] = verify_attention_reference(q[rows], keys, values, visible, sm_scale).to(o.dtype)
+            keys = torch.cat([k_buffer[slots], k[first:first + n]]).double().repeat_interleave(group, dim=1)
+            values = torch.cat([v_buffer[slots], v[first:first + n]]).double().repeat_interleave(group, dim=1)
+            block = custom_mask[mi[b]:mi[b] + n * (prefix + n)].view(n, prefix + n).cpu()
+            for i in range(n):
+                seen = [j for j in range(prefix, prefix + n) if bool(block[i, j])]
+                index = torch.tensor([*range(prefix), *seen], device=keys.device)
+                logits = torch.einsum("hd,thd->ht", q[first + i].double(), keys[index]) * sm_scale  # [H, seen]
+                weights = torch.exp(logits - logits.max(dim=1, keepdim=True).values)
+                o[first + i] = (torch.einsum("ht,thd->hd", weights, values[index]) / weights.sum(dim=1)[:, None]).to(o.dtype)

@@ -8,21 +8,19 @@ all on one CUDA device. One CUDA thread walks each request.
 
 from __future__ import annotations
 
+from ..kernels.verify import VERIFY
 from ..static.kernels import SGLANG_VERIFY_CUDA
-from ..tiers import Target
-from ._sglang import device_reason, import_error
+from . import Backend, Implementation
 
 MODULE = "sglang.kernels.ops.speculative.tree"
 
 
-class SGLangCudaBackend:
+class SGLangCudaBackend(Backend):
     name = "sglang-cuda"
-    static_kernels = (SGLANG_VERIFY_CUDA,)  # nvcc-built for every arch by the static tier
-
-    def unavailable_reason(self, target: Target) -> str | None:
-        if target.tier != "device":
-            return "tvm-ffi JIT CUDA kernel runs on the device tier only"
-        return device_reason(target) or import_error(MODULE)
+    implements = (
+        Implementation(VERIFY, "cuda", what="tvm-ffi JIT CUDA kernel", module=MODULE,
+                       static=(SGLANG_VERIFY_CUDA,)),  # nvcc-built for every arch by the static tier
+    )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:

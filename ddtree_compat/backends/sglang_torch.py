@@ -9,21 +9,15 @@ CPU box this is a skip with that reason; it runs wherever the module imports.
 
 from __future__ import annotations
 
-from ..tiers import Target
-from ._sglang import device_reason, import_error
+from ..kernels.commit import MOVE_KV
+from . import Backend, Implementation
 
 MODULE = "sglang.srt.mem_cache.memory_pool"
 
 
-class SGLangTorchBackend:
+class SGLangTorchBackend(Backend):
     name = "sglang-torch"
-
-    def unavailable_reason(self, target: Target) -> str | None:
-        if target.tier == "device":
-            reason = device_reason(target)
-            if reason:
-                return reason
-        return import_error(MODULE)
+    implements = (Implementation(MOVE_KV.name, "torch", what="SGLang's move_kv_cache_native", module=MODULE),)
 
     def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
         from sglang.srt.mem_cache.memory_pool import move_kv_cache_native

@@ -18,69 +18,58 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from .._triton_env import interpreter_scalar_index
+from ..kernels.attention import KERNEL as VERIFY_ATTENTION
+from ..kernels.commit import (ACCEPT_OUT_CACHE_LOC, ASSIGN_REQ_TO_TOKEN, BONUS_TOKENS, COMMIT_OUTPUTS,
+                              FRONT_OUT_CACHE_LOC, MOVE_KV)
+from ..kernels.verify import VERIFY
 from ..static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
-                              SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON)
-from ..tiers import Target
+                              SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, kv_copy_config)
+from . import Backend, Implementation, interpreter_on
 from . import sglang_tiles
-from ._sglang import device_reason, import_error, interpreter_on, interpreter_reason
 
-MODULE = "sglang.kernels.ops.speculative.spec_tree"
-COMMIT_MODULES = {  # commit kernel -> module it lives in (sglang 0.5.23)
-    "accept_out_cache_loc": "sglang.kernels.ops.speculative.eagle",
-    "commit_outputs": "sglang.kernels.ops.speculative.eagle",
-    "bonus_tokens": "sglang.kernels.ops.speculative.eagle",
-    "front_out_cache_loc": "sglang.kernels.ops.speculative.cache_locs",
-    "assign_req_to_token": "sglang.srt.mem_cache.allocation",
-    "verify_attention": sglang_tiles.MODULE,
-    "move_kv": "sglang.kernels.ops.kvcache.cache_move",
-}
+SPEC_TREE = "sglang.kernels.ops.speculative.spec_tree"
+EAGLE = "sglang.kernels.ops.speculative.eagle"
 
 
-def kv_copy_config(row_bytes: int) -> dict:
-    """Launch parameters of ``copy_all_layer_kv_cache_tiled`` as SGLang 0.5.23's token KV pool picks
-    them (``MHATokenToKVPool._init_kv_copy_and_warmup``) for slot rows of ``row_bytes``: a byte tile
-    of 512 / 256 / 128 for rows of >= 8192 / >= 4096 / fewer bytes, 8 warps for 512-byte tiles (else
-    4), and at most 128 (512-byte tiles) or 256 slots per launch (``num_locs_upper``)."""
-    tile = 512 if row_bytes >= 8192 else 256 if row_bytes >= 4096 else 128
-    return {"bytes_per_tile": tile, "byte_tiles": -(-row_bytes // tile), "num_warps": 8 if tile > 256 else 4,
-            "num_locs_upper": 128 if tile >= 512 else 256}
+def _probe_front(backend) -> None:
+    """One tiny ``fill_front_out_cache_loc_func`` launch under the interpreter (Triton 3.6's interpreter
+    turns a loaded scalar into a one-element array; with NumPy >= 2.4, ``range()`` over it, a
+    data-dependent loop count in ``assign_extend_cache_locs``, raises)."""
+    import torch
+
+    out = torch.zeros(2, dtype=torch.int64)
+    backend.front_out_cache_loc(torch.tensor([1, 1], dtype=torch.int32), torch.arange(4), out)
+    if out.tolist() != [0, 2]:
+        raise AssertionError(f"probe wrote {out.tolist()}, want [0, 2]")
 
 
-class SGLangTritonBackend:
+def _refuse_bf16_interpreted(target, case) -> str | None:
+    """bf16 on the interpret tier: Triton's interpreter stores bf16 as uint16 and its ``tl.dot``
+    multiplies the bit patterns (triton-lang/triton#11584; bf16 arithmetic is unsupported there)."""
+    if target.tier == "interpret" and case.dtype == "bf16":
+        return ("Triton's interpreter has no bf16 arithmetic (tl.dot multiplies the uint16 bit patterns, "
+                "triton-lang/triton#11584): bf16 runs on the device tier")
+    return None
+
+
+class SGLangTritonBackend(Backend):
     name = "sglang-triton"
     attention_tiles = True  # verify_attention can run another arch's tile choice (sglang_tiles)
-    # compiled for every arch by the static tier: the verify kernel, the commit step's kernels and the
-    # verify attention (each arch's own tile choice)
-    static_kernels = (SGLANG_VERIFY_TRITON, SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
-                      SGLANG_VERIFY_ATTENTION)
-
-    def unavailable_reason(self, target: Target) -> str | None:
-        if target.tier == "interpret" and not interpreter_on():
-            return "interpret tier needs TRITON_INTERPRET=1 set before Triton is imported"
-        if target.tier == "device":
-            if interpreter_on():
-                return "TRITON_INTERPRET=1 is set: the device tier needs compiled Triton"
-            reason = device_reason(target)
-            if reason:
-                return reason
-        return import_error(MODULE)
-
-    def kernel_unavailable_reason(self, target: Target, kernel: str) -> str | None:
-        """Commit kernels live in other modules; ``assign_req_to_token`` pulls in SGLang's memory pool;
-        ``front_out_cache_loc`` is probed once under the interpreter (see
-        :func:`~ddtree_compat.backends._sglang.interpreter_reason`)."""
-        reason = self.unavailable_reason(target) or import_error(COMMIT_MODULES.get(kernel, MODULE))
-        if not reason and target.tier == "interpret" and kernel == "front_out_cache_loc":
-            reason = interpreter_reason("assign_extend_cache_locs (fill_front_out_cache_loc_func)", self._probe_front)
-        return reason
-
-    def _probe_front(self) -> None:
-        import torch
-
-        out = torch.zeros(2, dtype=torch.int64)
-        self.front_out_cache_loc(torch.tensor([1, 1], dtype=torch.int32), torch.arange(4), out)
-        if out.tolist() != [0, 2]:
-            raise AssertionError(f"probe wrote {out.tolist()}, want [0, 2]")
+    # each with its static-tier entries (compiled for every arch): the verify kernel, the commit step's
+    # kernels and the verify attention (each arch's own tile choice)
+    implements = (
+        Implementation(VERIFY, "triton", module=SPEC_TREE, static=(SGLANG_VERIFY_TRITON,)),
+        Implementation(ACCEPT_OUT_CACHE_LOC.name, "triton", module=EAGLE, static=(SGLANG_FILL_ACCEPT_TRITON,)),
+        Implementation(FRONT_OUT_CACHE_LOC.name, "triton", module="sglang.kernels.ops.speculative.cache_locs",
+                       probe=_probe_front, static=(SGLANG_FRONT_OUT_TRITON,)),
+        Implementation(COMMIT_OUTPUTS.name, "triton", module=EAGLE),
+        Implementation(BONUS_TOKENS.name, "triton", module=EAGLE),
+        Implementation(ASSIGN_REQ_TO_TOKEN.name, "triton", module="sglang.srt.mem_cache.allocation"),
+        Implementation(MOVE_KV.name, "triton", module="sglang.kernels.ops.kvcache.cache_move",
+                       static=(SGLANG_MOVE_KV_TRITON,)),
+        Implementation(VERIFY_ATTENTION, "triton", module=sglang_tiles.MODULE, refuse=_refuse_bf16_interpreted,
+                       static=(SGLANG_VERIFY_ATTENTION,)),
+    )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:
@@ -119,14 +108,6 @@ class SGLangTritonBackend:
 
     # ---- verify attention: sglang.kernels.ops.attention.extend_attention
 
-    def attention_unavailable_reason(self, target: Target, case) -> str | None:
-        """bf16 on the interpret tier: Triton's interpreter stores bf16 as uint16 and its ``tl.dot``
-        multiplies the bit patterns (triton-lang/triton#11584; bf16 arithmetic is unsupported there)."""
-        if target.tier == "interpret" and case.dtype == "bf16":
-            return ("Triton's interpreter has no bf16 arithmetic (tl.dot multiplies the uint16 bit patterns, "
-                    "triton-lang/triton#11584): bf16 runs on the device tier")
-        return None
-
     def attention_tile_choice(self, tiles: str, head_dim: int) -> dict:
         """SGLang's tile choice for ``tiles`` (``native`` or an arch name) at this head_dim."""
         return sglang_tiles.tile_choice(tiles, head_dim)
@@ -143,6 +124,7 @@ class SGLangTritonBackend:
             extend_attention_fwd(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, True,
                                  mask_indptr, max_len_extend, 1.0, 1.0, sm_scale=sm_scale, page_size=page_size)
         return launches[-1] if launches else None
+
     def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
         """The token KV pool's ``move_kv_cache`` (``MHATokenToKVPool._move_kv_cache_impl``, default path):
         one launch per ``num_locs_upper`` slots, every layer's K and V rows by pointer table."""

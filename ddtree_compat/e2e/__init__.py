@@ -14,7 +14,7 @@ requests, and the acceptance the server reports. Every number it reads is predic
 * :mod:`.configs` holds the server configurations and request phases of each profile.
 * :mod:`.server` launches, probes and stops servers (own process group, free port, readiness deadline).
 * :mod:`.logparse` reads the server log (``Decode batch`` lines, faults), ``/metrics`` and ``/server_info``.
-* :mod:`.runner` runs one phase against a server, judges it (:class:`ddtree_compat.harness.Verdict`) and
+* :mod:`.runner` runs one phase against a server, judges it (:class:`ddtree_compat.outcomes.Verdict`) and
   saves what it saw (captures) for the parsing fixtures.
 
 How to run it, what skips and why: ``docs/e2e.md``.

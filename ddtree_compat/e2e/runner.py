@@ -3,7 +3,7 @@
 :func:`run_phase` sends the phase's requests (one at a time, or all at once from ``N`` client threads),
 reads ``/metrics`` before and after and ``/server_info`` after, and cuts the phase's window out of the
 server log. :func:`judge` compares that :class:`Observation` with the :class:`~.expect.PhaseExpectation`
-and returns a :class:`~ddtree_compat.harness.Verdict` (outcomes as the kernel tiers: ``fault`` >
+and returns a :class:`~ddtree_compat.outcomes.Verdict` (outcomes as the kernel tiers: ``fault`` >
 ``zero-accept`` > ``wrong`` > ``pass``):
 
 * ``fault``: a fault line in the log (classified like the kernel tiers' faults), the server exited, or a
@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..harness import Verdict
+from ..outcomes import Verdict
 from . import logparse
 from .configs import Phase, ServerConfig
 from .expect import PhaseExpectation, RequestExpectation

@@ -219,7 +219,7 @@ class E2ESession:
     def run(self, cell: E2ECell) -> CellRun:
         """Run and judge one cell on its (ready) server; save its capture. Server start failures become
         a ``fault`` judgement with the log excerpt."""
-        from ..harness import Verdict
+        from ..outcomes import Verdict
 
         config, phase = cell.config, cell.phase
         t0 = time.time()

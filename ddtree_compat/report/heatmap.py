@@ -3,7 +3,7 @@
 Rows of panels are backends (``backend:kernel`` for kernels other than verify), columns arches (``interpret`` last). In a panel, x is the budget ``B``, y
 the topology; a square aggregates every case with that budget and topology (plants, batch sizes,
 layouts, block sizes) and takes the colour of its worst status (order
-:data:`ddtree_compat.report.summary.WORST_FIRST`). Its label is the number of cases, or ``k/n`` when
+:data:`ddtree_compat.outcomes.WORST_FIRST`). Its label is the number of cases, or ``k/n`` when
 only ``k`` of the ``n`` have that worst status. White squares have no case (the grid has none there,
 e.g. only the spine exists at ``B = 0``). A dashed line separates SGLang's spine mode from tree mode
 where the budgets split cleanly. Rendered with matplotlib's Agg canvas (no display needed).
@@ -21,7 +21,8 @@ from ..arch import parse_arch
 from ..results import ResultRecord, Results
 from ..tiers import E2E, STATIC
 from ..topologies import TOPOLOGIES
-from .summary import WORST_FIRST, backend_kernel, cell_status, worst
+from ..outcomes import WORST_FIRST
+from .summary import backend_kernel, cell_status, worst
 
 # Status -> (colour, legend label). Failures warm and dark, known issues yellow, fixed blue.
 STYLE: dict[str, tuple[str, str]] = {

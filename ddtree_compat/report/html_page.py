@@ -15,7 +15,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .heatmap import STYLE, render_heatmap
-from .summary import (COUNT_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_rows, e2e_rows, env_rows,
+from .summary import (count_header, ENV_HEADER, KNOWN_HEADER, attention_rows, count_rows, e2e_rows, env_rows,
                       known_rows, matrix_columns, matrix_rows, parts, replay_command, summarize, worst)
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
@@ -40,7 +40,7 @@ def render_html(results: Results, png: bytes | None = None, title: str = "DDTree
         generated=time.strftime("%Y-%m-%d %H:%M %Z"),
         cells=len(s.records),
         env_header=ENV_HEADER, envs=env_rows(results),
-        count_header=COUNT_HEADER, counts=count_rows(s),
+        count_header=count_header(s), counts=count_rows(s),
         png=base64.b64encode(png).decode("ascii"),
         skips=sorted(s.skips.items()), faults=sorted(s.faults.items()),
         known_header=KNOWN_HEADER, known=known_rows(s),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..results import Results
-from .summary import (COUNT_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, attention_rows, count_rows, e2e_rows,
+from .summary import (count_header, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, attention_rows, count_rows, e2e_rows,
                       env_rows, known_rows, matrix_columns, matrix_rows, parts, replay_command, static_rows, summarize)
 
 
@@ -52,7 +52,7 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
     lines = [f"# {title}", "", "## Environment", ""]
     lines += _table(ENV_HEADER, env_rows(results))
     lines += ["## Counts", ""]
-    lines += _table(COUNT_HEADER, count_rows(s))
+    lines += _table(count_header(s), count_rows(s))
     if s.skips:
         lines += ["## Skips by reason", ""]
         lines += _table(["backend · arch", "reason", "cells"], [[c, m, n] for (c, m), n in sorted(s.skips.items())])

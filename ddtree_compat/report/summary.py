@@ -13,18 +13,18 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from ..harness import OUTCOMES
+from ..outcomes import FAILED, OUTCOMES, WORST_FIRST
+from .. import kernels
+from ..kernels.verify import VERIFY
 from ..known_issues import status
 from ..tiers import E2E, STATIC
 from ..results import ResultRecord, Results
 
-WORST_FIRST = ("fault", "zero-accept", "wrong", "xpass", "xfail", "skip", "pass")
-FAILED = ("wrong", "zero-accept", "fault")
 
 
 def backend_kernel(r: ResultRecord) -> str:
     """``backend`` for verify cells; other kernels add theirs: ``sglang-triton:accept_out_cache_loc``."""
-    return r.backend if r.kernel == "verify_tree_greedy" else f"{r.backend}:{r.kernel}"
+    return r.backend if r.kernel == VERIFY else f"{r.backend}:{r.kernel}"
 
 
 def column(r: ResultRecord) -> str:
@@ -52,7 +52,7 @@ class Summary:
     Attributes:
         results: the loaded results (``envs``, ``records``).
         columns: sorted ``backend · arch`` names.
-        outcomes: column -> Counter of outcomes (:data:`ddtree_compat.harness.OUTCOMES`).
+        outcomes: column -> Counter of outcomes (:data:`ddtree_compat.outcomes.OUTCOMES`).
         statuses: column -> Counter of statuses (outcomes with ``xfail``/``xpass`` split off).
         skips: ``(column, reason)`` -> cells.
         faults: ``(column, fault class)`` -> cells.
@@ -129,17 +129,27 @@ def env_rows(results: Results) -> list[list[object]]:
 
 ENV_HEADER = ["env", "tier", "GPUs", "CUDA_VISIBLE_DEVICES", "driver", "CUDA", "torch", "triton", "sglang", "host",
               "started"]
-COUNT_HEADER = ["backend · arch", *OUTCOMES, "cells", "known issue: xfail", "xpass"]
+def shown_outcomes(s: "Summary") -> list[str]:
+    """The outcome columns of the counts table: every kernel outcome, and ``error`` (the suite's own
+    failures) only when a cell has it."""
+    total = s.total()
+    return [o for o in OUTCOMES if o != "error" or total["error"]]
+
+
+def count_header(s: "Summary") -> list[str]:
+    return ["backend · arch", *shown_outcomes(s), "cells", "known issue: xfail", "xpass"]
 
 
 def count_rows(s: Summary) -> list[list[object]]:
-    """The counts table: per column, each outcome, cells, and how many were covered by known issues."""
+    """The counts table (header :func:`count_header`): per column, each outcome, cells, and how many were
+    covered by known issues."""
+    shown = shown_outcomes(s)
     rows = []
     for c in s.columns:
-        rows.append([c, *(s.outcomes[c][o] for o in OUTCOMES), sum(s.outcomes[c].values()),
+        rows.append([c, *(s.outcomes[c][o] for o in shown), sum(s.outcomes[c].values()),
                      s.statuses[c]["xfail"], s.statuses[c]["xpass"]])
     total, st = s.total(), s.total("statuses")
-    rows.append(["all", *(total[o] for o in OUTCOMES), len(s.records), st["xfail"], st["xpass"]])
+    rows.append(["all", *(total[o] for o in shown), len(s.records), st["xfail"], st["xpass"]])
     return rows
 
 
@@ -200,7 +210,10 @@ def static_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter |
     return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 
-ATTENTION_KERNEL = "verify_attention"
+def attention_run(r: ResultRecord) -> bool:
+    """A cell of a kernel whose record joins the verify-attention table."""
+    record = kernels.get(r.kernel)
+    return record is not None and record.table == "attention"
 
 
 def tiles_of(r: ResultRecord) -> str:
@@ -212,7 +225,7 @@ def attention_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counte
     """The verify-attention table: ``(tile columns, rows)``; a row is ``(backend · arch, shape)`` and, per
     tile configuration (``native`` first, then the emulated archs), the Counter of statuses over its trees,
     layouts and page sizes (``None`` where none ran)."""
-    recs = [r for r in s.records if r.kernel.partition("@")[0] == ATTENTION_KERNEL]
+    recs = [r for r in s.records if attention_run(r)]
     tiles = sorted({tiles_of(r) for r in recs}, key=lambda t: (t != "native", _natural((t,))))
     cells: dict[tuple, Counter] = {}
     for r in recs:
@@ -240,5 +253,5 @@ def replay_command(r: ResultRecord) -> str:
     if not r.case_path:
         return ""
     tier = " --tier interpret" if r.tier == "interpret" else ""
-    kernel = "" if r.kernel.startswith("verify_tree_greedy") else f" --kernel {r.kernel}"
+    kernel = "" if kernels.base_name(r.kernel) == VERIFY else f" --kernel {r.kernel}"
     return f"python -m ddtree_compat replay {r.case_path} --backend {r.backend}{kernel}{tier}"

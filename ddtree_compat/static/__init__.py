@@ -1,6 +1,6 @@
 """The static tier: every kernel compiled ahead of time for every target arch on a CPU machine.
 
-For each arch in :data:`~ddtree_compat.static.runner.STATIC_ARCHES` (sm80 .. sm121), each kernel a
+For each arch in :data:`~ddtree_compat.arch.STATIC_ARCHES` (sm80 .. sm121), each kernel a
 backend declares in ``static_kernels`` (:mod:`~ddtree_compat.static.kernels`) and each
 specialization the sweep would launch, the kernel is compiled (Triton: ``triton.compile`` for
 ``GPUTarget("cuda", cc, 32)``; SGLang's tvm-ffi JIT modules: nvcc, with the build SGLang's

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from unittest import mock
 
-from .kernels import Build, BuildError, Unavailable
+from .build import Build, BuildError, Unavailable
 from .triton_aot import compile_kernel, load_object
 
 FN = "sglang.kernels.ops.attention.extend_attention:_fwd_kernel"

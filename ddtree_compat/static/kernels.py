@@ -19,64 +19,15 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..cases import VerifyCase
-
-
-@dataclass(frozen=True)
-class Spec:
-    """One compile of a kernel.
-
-    Attributes:
-        id: its name in the matrix (``case_id``), e.g. ``bs3-w16-c16``.
-        constexprs: ``(name, value)`` pairs, in any order.
-        num_warps, num_stages: launch options; ``None`` = Triton's default, as SGLang launches it.
-    """
-
-    id: str
-    constexprs: tuple[tuple[str, int], ...] = ()
-    num_warps: int | None = None
-    num_stages: int | None = None
+from ..kernels.attention import KERNEL as VERIFY_ATTENTION
+from ..kernels.commit import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
+from ..kernels.verify import VERIFY
+from . import attention_aot, nvcc, triton_aot
+from .build import Build, BuildError, Spec, Unavailable  # noqa: F401 - the entries' vocabulary, re-exported
 
 
 def _unique(specs: Iterable[Spec]) -> list[Spec]:
     return list(dict.fromkeys(specs))
-
-
-@dataclass(frozen=True)
-class Build:
-    """What a compile job hands back (picklable).
-
-    Attributes:
-        binary: path of the ``.cubin`` (Triton) or ``.o`` (nvcc) it wrote.
-        config: the launch/compile configuration in words (``num_warps=4, num_stages=3``).
-        dynamic_smem: dynamic shared memory bytes per block the launch requests.
-        threads: threads per block.
-        functions: substring selecting the functions to check in the binary (``""`` = all).
-        command: how the binary was built (nvcc command line, or the Triton call).
-        seconds: compile wall seconds (0 on a cache hit).
-    """
-
-    binary: str
-    config: str
-    dynamic_smem: int
-    threads: int
-    functions: str = ""
-    command: str = ""
-    seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class Unavailable:
-    """The compile cannot be attempted here (no nvcc, a toolchain too old for the arch, ...)."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class BuildError:
-    """The compiler rejected the kernel. ``fault_class``: ``triton-compile-error`` or ``nvcc-compile-error``."""
-
-    fault_class: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -108,8 +59,6 @@ class TritonKernel:
         return _unique(self.specialize(c, arch) for c in cases)
 
     def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
-        from . import triton_aot
-
         return triton_aot.compile_kernel, (self.fn, self.signature, spec.constexprs, spec.num_warps,
                                            spec.num_stages, arch, cache_dir)
 
@@ -137,8 +86,6 @@ class SGLangAttentionKernel:
         return [Spec(f"d{h}-{self.dtype}", (("head_dim", h),)) for h in self.head_dims]
 
     def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
-        from . import attention_aot
-
         overrides = dict(spec.constexprs)
         head_dim = overrides.pop("head_dim")
         if spec.num_warps is not None:
@@ -169,8 +116,6 @@ class CudaJitKernel:
         return [Spec(self.id)]
 
     def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
-        from . import nvcc
-
         return nvcc.build_module, (self.loader, self.function, self.threads, arch, cache_dir)
 
 
@@ -194,7 +139,7 @@ def fill_accept_spec(case: VerifyCase, arch: str) -> Spec:
 
 
 SGLANG_VERIFY_TRITON = TritonKernel(
-    kernel="verify_tree_greedy",
+    kernel=VERIFY,
     fn="sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_kernel_triton",
     signature=(("predicts_ptr", "*i32"), ("accept_index_ptr", "*i32"), ("accept_token_num_ptr", "*i32"),
                ("candidates_ptr", "*i64"), ("retrieve_index_ptr", "*i64"), ("retrieve_next_token_ptr", "*i64"),
@@ -211,7 +156,7 @@ SGLANG_FILL_ACCEPT_TRITON = TritonKernel(
 
 # tree.cuh launches VerifyTreeGreedy with LaunchKernel(batch_size, 1, ...): one thread per block.
 SGLANG_VERIFY_CUDA = CudaJitKernel(
-    kernel="verify_tree_greedy",
+    kernel=VERIFY,
     loader="sglang.kernels.ops.speculative.tree:_jit_tree_module",
     function="VerifyTreeGreedy",
     threads=1,
@@ -233,18 +178,25 @@ def front_out_specs(cases: tuple[VerifyCase, ...], arch: str) -> list[Spec]:
     return [Spec(f"c{slots}-bs{upper}", (("pool_len", slots), ("bs_upper", upper)))]
 
 
+def kv_copy_config(row_bytes: int) -> dict:
+    """Launch parameters of ``copy_all_layer_kv_cache_tiled`` as SGLang 0.5.23's token KV pool picks
+    them (``MHATokenToKVPool._init_kv_copy_and_warmup``) for slot rows of ``row_bytes``: a byte tile
+    of 512 / 256 / 128 for rows of >= 8192 / >= 4096 / fewer bytes, 8 warps for 512-byte tiles (else
+    4), and at most 128 (512-byte tiles) or 256 slots per launch (``num_locs_upper``)."""
+    tile = 512 if row_bytes >= 8192 else 256 if row_bytes >= 4096 else 128
+    return {"bytes_per_tile": tile, "byte_tiles": -(-row_bytes // tile), "num_warps": 8 if tile > 256 else 4,
+            "num_locs_upper": 128 if tile >= 512 else 256}
+
+
 def move_kv_specs(cases: tuple[VerifyCase, ...], arch: str) -> list[Spec]:
     """``copy_all_layer_kv_cache_tiled`` as the token KV pool launches it for the commit tier's pool
     layouts (``commit.KV_SHAPES`` x ``commit.KV_DTYPES``): each tile config ``kv_copy_config`` picks
     (``BYTES_PER_TILE``, ``num_warps``), at its largest ``num_locs_upper`` (the pool's per-launch
     cap, >= every launch of the suite), ``num_stages=2`` as ``copy_all_layer_kv_cache_func`` passes."""
-    from ..backends.sglang_triton import kv_copy_config
-    from ..commit import KV_DTYPES, KV_SHAPES
-
     specs = []
     for heads, dim in KV_SHAPES:
-        for dtype in KV_DTYPES.values():
-            cfg = kv_copy_config(heads * dim * dtype.itemsize)
+        for dtype in KV_DTYPES:
+            cfg = kv_copy_config(heads * dim * KV_DTYPE_BYTES[dtype])
             tile, warps, upper = cfg["bytes_per_tile"], cfg["num_warps"], cfg["num_locs_upper"]
             specs.append(Spec(f"t{tile}-w{warps}-n{upper}", (("num_locs_upper", upper), ("BYTES_PER_TILE", tile)),
                               num_warps=warps, num_stages=2))
@@ -263,7 +215,7 @@ SGLANG_FRONT_OUT_TRITON = TritonKernel(
 
 # MHATokenToKVPool: a uint64 pointer table, int64 byte strides, int64 slot lists; num_locs a runtime i32.
 SGLANG_MOVE_KV_TRITON = TritonKernel(
-    kernel="move_kv",
+    kernel=MOVE_KV.name,
     fn="sglang.kernels.ops.kvcache.cache_move:copy_all_layer_kv_cache_tiled",
     signature=(("data_ptrs", "*u64"), ("strides", "*i64"), ("tgt_loc_ptr", "*i64"), ("src_loc_ptr", "*i64"),
                ("num_locs", "i32")),
@@ -272,4 +224,4 @@ SGLANG_MOVE_KV_TRITON = TritonKernel(
 
 # The target verify's attention, at the head dims of the verify-attention tier, in bf16 (smem and
 # tiles are the same in fp16).
-SGLANG_VERIFY_ATTENTION = SGLangAttentionKernel(kernel="verify_attention", head_dims=(64, 128, 256), dtype="bf16")
+SGLANG_VERIFY_ATTENTION = SGLangAttentionKernel(kernel=VERIFY_ATTENTION, head_dims=(64, 128, 256), dtype="bf16")

@@ -1,65 +1,24 @@
 """Per-arch resource limits a kernel must fit to launch, and the check against them.
 
-Sources (NVIDIA): CUDA C++ Programming Guide, "Compute Capabilities", table "Technical
-Specifications per Compute Capability" (rows *Maximum number of threads per block*, *Maximum number
-of 32-bit registers per thread*, *per thread block*, *Maximum amount of shared memory per thread
-block*; the last is the opt-in maximum, ``cudaDevAttrMaxSharedMemoryPerBlockOptin``, which is what
-Triton compares a kernel's shared memory with at load). The per-block shared-memory figures agree
-with NVIDIA's CCCL ``cuda/experimental/__device/arch_traits.cuh`` (per-SM capacity minus the 1 KB the
-driver reserves per block: sm80 164 - 1, sm86 100 - 1, sm90 228 - 1 KB) and CUTLASS
-``cutlass/arch/arch.h`` (``sm90``/``sm100_smem_capacity_bytes = 232448``,
-``sm120_smem_capacity_bytes = 101376``). On a GPU, ``tests/kernels/test_static.py`` checks the row
-of each visible GPU against ``torch.cuda.get_device_properties``.
-
-To add an architecture, add its row to :data:`LIMITS` (a unit test requires one per
-:data:`ddtree_compat.arch.ARCHES` row).
+The limits themselves are columns of the arch table (:class:`ddtree_compat.arch.Arch`: shared memory,
+registers and threads per block, with their NVIDIA sources); this module compares a kernel's usage
+with them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..arch import ARCHES, Arch
 from ..errors import ArchError
 
-KB = 1024
 
-
-@dataclass(frozen=True)
-class ArchLimits:
-    """What one thread block may use on an arch.
-
-    Attributes:
-        smem_per_block: bytes of shared memory per block (static + dynamic), opt-in maximum.
-        regs_per_thread: 32-bit registers per thread.
-        regs_per_block: 32-bit registers per block (``regs_per_thread * threads`` must fit).
-        threads_per_block: threads per block.
-    """
-
-    smem_per_block: int
-    regs_per_thread: int = 255
-    regs_per_block: int = 64 * KB
-    threads_per_block: int = 1024
-
-
-LIMITS: dict[str, ArchLimits] = {
-    "sm80": ArchLimits(smem_per_block=163 * KB),   # A100: 164 KB per SM
-    "sm86": ArchLimits(smem_per_block=99 * KB),    # GA10x: 100 KB per SM
-    "sm87": ArchLimits(smem_per_block=163 * KB),   # Orin: 164 KB per SM
-    "sm89": ArchLimits(smem_per_block=99 * KB),    # Ada: 100 KB per SM
-    "sm90": ArchLimits(smem_per_block=227 * KB),   # H100/H200: 228 KB per SM
-    "sm100": ArchLimits(smem_per_block=227 * KB),  # B200: 228 KB per SM
-    "sm103": ArchLimits(smem_per_block=227 * KB),  # B300: 228 KB per SM
-    "sm110": ArchLimits(smem_per_block=227 * KB),  # Thor: 228 KB per SM
-    "sm120": ArchLimits(smem_per_block=99 * KB),   # RTX 50xx / RTX PRO 6000: 128 KB per SM
-    "sm121": ArchLimits(smem_per_block=99 * KB),   # GB10: 128 KB per SM
-}
-
-
-def limits_for(arch: str) -> ArchLimits:
-    """The row of ``arch``. Raises :class:`ArchError` for an arch without one."""
-    if arch not in LIMITS:
-        raise ArchError("arch", arch, ", ".join(LIMITS), "no resource-limits row")
-    return LIMITS[arch]
+def limits_for(arch: str) -> Arch:
+    """The row of ``arch`` (its ``smem_per_block``, ``regs_per_thread``, ``regs_per_block``,
+    ``threads_per_block``). Raises :class:`ArchError` for an arch the table lacks."""
+    if arch not in ARCHES:
+        raise ArchError("arch", arch, ", ".join(ARCHES), "no row in the arch table")
+    return ARCHES[arch]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 from unittest import mock
 
 from ..arch import parse_arch
-from .kernels import Build, BuildError, Unavailable
+from .build import Build, BuildError, Unavailable
 from .triton_aot import load_object
 
 NINJA_TIMEOUT_S = 1800

@@ -2,7 +2,7 @@
 
 A cell (:class:`StaticCell`) is ``(arch, backend, kernel entry, spec)``. :func:`run_static` compiles
 it in a worker process, reads the binary with cuobjdump (:mod:`~ddtree_compat.static.sass`) and
-returns a :class:`~ddtree_compat.harness.Verdict`:
+returns a :class:`~ddtree_compat.outcomes.Verdict`:
 
 * ``pass``: a cubin the arch loads, every checked function within the arch's limits
   (:mod:`~ddtree_compat.static.limits`), no instruction the arch cannot execute. The message gives
@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Union
 
+from ..arch import STATIC_ARCHES
 from ..cases import VerifyCase
-from ..harness import Verdict
-from .kernels import Build, BuildError, CudaJitKernel, SGLangAttentionKernel, Spec, TritonKernel, Unavailable
+from ..outcomes import Verdict
+from .build import Build, BuildError, Spec, Unavailable
+from .kernels import CudaJitKernel, SGLangAttentionKernel, TritonKernel
 from .limits import Usage, limits_for, over_limits
 from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, runs_on
 
-# The targets of the static tier (issue 6): every arch a DDTree deployment is expected on.
-STATIC_ARCHES = ("sm80", "sm86", "sm89", "sm90", "sm100", "sm103", "sm120", "sm121")
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "static"
 COMPILE_TIMEOUT_S = 1200
 
@@ -63,12 +63,13 @@ class StaticCell:
 
 
 def static_cells(backends: Iterable, cases: Iterable[VerifyCase], archs: Iterable[str] = STATIC_ARCHES) -> list[StaticCell]:
-    """Every cell: arch x backend x the backend's ``static_kernels`` x their specializations over ``cases``."""
+    """Every cell: arch x backend x the static entries of the kernels it implements x their
+    specializations over ``cases``."""
     cases = tuple(cases)
     cells = []
     for arch in archs:
         for backend in backends:
-            for entry in getattr(backend, "static_kernels", ()):
+            for entry in (e for impl in getattr(backend, "implements", ()) for e in impl.static):
                 cells += [StaticCell(arch, backend.name, entry, spec) for spec in entry.specs(cases, arch)]
     return cells
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from ..arch import parse_arch
+from ..arch import ARCHES, parse_arch
 
 TOOL_ENV = "DDTREE_CUOBJDUMP"
 INSTALL_HINT = "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (requirements/static.txt)"
@@ -261,26 +261,28 @@ def runs_on(cubin_arch: str, target: str) -> bool:
 
 @dataclass(frozen=True)
 class Rule:
-    """Instructions only some archs execute: SASS opcodes (exact, or by prefix) and those archs."""
+    """Instructions of one class (an :attr:`ddtree_compat.arch.Arch.sass` name) that only some archs
+    execute: SASS opcodes (exact, or by prefix)."""
 
     name: str
+    feature: str
     opcodes: frozenset[str]
-    prefixes: tuple[str, ...]
-    archs: frozenset[str]
+    prefixes: tuple[str, ...] = ()
+
+    @property
+    def archs(self) -> frozenset[str]:
+        """The archs whose row lists this instruction class."""
+        return frozenset(a for a, row in ARCHES.items() if self.feature in row.sass)
 
     def matches(self, opcode: str) -> bool:
         return opcode in self.opcodes or (bool(self.prefixes) and opcode.startswith(self.prefixes))
 
 
-# PTX ISA: wgmma needs sm_90a; tcgen05 the sm_100a family (sm_100a/103a/110a, not sm_120);
-# cp.async.bulk.tensor (TMA) sm_90 and later. Each rule lists the archs it may run on, exactly.
 RULES: tuple[Rule, ...] = (
-    Rule("wgmma (Hopper warpgroup MMA)", frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "WARPGROUP"}), (),
-         frozenset({"sm90"})),
-    Rule("tcgen05 (tensor memory MMA)", frozenset({"LDTM", "STTM"}), ("UTC",), frozenset({"sm100", "sm103", "sm110"})),
-    Rule("TMA bulk tensor copy", frozenset({"UTMALDG", "UTMASTG", "UTMAPF", "UTMAREDG", "UTMACCTL", "UBLKCP",
-                                            "UBLKRED", "UBLKPF"}), (),
-         frozenset({"sm90", "sm100", "sm103", "sm110", "sm120", "sm121"})),
+    Rule("wgmma (Hopper warpgroup MMA)", "wgmma", frozenset({"HGMMA", "IGMMA", "QGMMA", "BGMMA", "WARPGROUP"})),
+    Rule("tcgen05 (tensor memory MMA)", "tcgen05", frozenset({"LDTM", "STTM"}), ("UTC",)),
+    Rule("TMA bulk tensor copy", "tma", frozenset({"UTMALDG", "UTMASTG", "UTMAPF", "UTMAREDG", "UTMACCTL", "UBLKCP",
+                                                   "UBLKRED", "UBLKPF"})),
 )
 
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..arch import parse_arch
-from .kernels import Build, BuildError, Unavailable
+from .build import Build, BuildError, Unavailable
 
 # ptxas's words for "this ptxas cannot target that arch": a toolchain gap, not a kernel fault.
 _UNSUPPORTED = ("is not defined for option 'gpu-name'", "unsupported gpu architecture", "not a supported target")

@@ -10,10 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from ddtree_compat.backends import VERIFY_KERNEL
+from ddtree_compat.kernels.verify import GRAPH, VERIFY as VERIFY_KERNEL
 from ddtree_compat.cases import make_case
-from ddtree_compat.commit import PAGE_SIZES, CommitCase
-from ddtree_compat.graphs import COMMIT_GRAPH, GRAPH_COMMIT_KERNELS, run_commit_graph, run_verify_graph
+from ddtree_compat.kernels.commit import PAGE_SIZES, CommitCase
+from ddtree_compat.checks.graphs import COMMIT_GRAPH, GRAPH_COMMIT_KERNELS, run_commit_graph, run_verify_graph
 
 CASES = [replace(c, accept_width=16)
          for c in (make_case(b, "spine", p, 3, capacity=16) for b in (1, 2, 3, 7, 8, 12, 14)
@@ -30,7 +30,7 @@ COMMIT_CASES = [CommitCase(replace(make_case(b, "spine", plant, bs, capacity=16)
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_verify_graph_replay_padded(ddtree_target, ddtree_backend, ddtree_check_run, case):
-    ddtree_check_run(ddtree_target, ddtree_backend, "verify_tree_greedy@graph", case,
+    ddtree_check_run(ddtree_target, ddtree_backend, GRAPH, case,
                      lambda: run_verify_graph(case, ddtree_backend, ddtree_target.device))
 
 

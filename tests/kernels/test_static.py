@@ -22,7 +22,7 @@ def test_static(ddtree_static_cell, ddtree_check_static):
     assert verdict.outcome == "pass" and verdict.message.startswith("fits "), verdict.message
 
 
-PLANTED = OversizedSmem.static_kernels[0]
+PLANTED = OversizedSmem.PLANTED
 
 
 @pytest.mark.static

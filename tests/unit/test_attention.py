@@ -9,12 +9,14 @@ import pytest
 import torch
 
 from ddtree_compat import mutants
-from ddtree_compat.attention import (DEVICE_AXES, DTYPES, NATIVE, PADDINGS, TILE_ARCHES, TILES, TOLERANCES,
-                                     AttentionCase, _tree, attention_cases, build, run_attention)
+from ddtree_compat.arch import TILE_ARCHES
+from ddtree_compat.checks.attention import DTYPES, TOLERANCES, build, run_attention, verify_attention_reference
+from ddtree_compat.kernels.attention import (DEVICE_AXES, NATIVE, PADDINGS, TILES, AttentionCase, _tree,
+                                             attention_cases)
 from ddtree_compat.backends.oracle import OracleBackend
-from ddtree_compat.buffers import FLOAT_POISON_BITS, Guarded
+from ddtree_compat.checks.buffers import FLOAT_POISON_BITS, Guarded
 from ddtree_compat.errors import CaseError
-from ddtree_compat.oracle import ancestor_mask, verify_attention_reference
+from ddtree_compat.oracle import ancestor_mask
 from ddtree_compat.results import ResultRecord, Results
 from ddtree_compat.report import render_markdown
 from ddtree_compat.tiers import Target
@@ -49,7 +51,7 @@ def test_layout_is_sglangs_target_verify_layout(case):
     for b, rows, prefix, block in _blocks(lay):
         d = v.num_nodes
         assert prefix == case.prefix_lens[b] and block[:, :prefix].all()
-        assert torch.equal(block[:d, prefix:prefix + d], ancestor_mask(v.requests[b].tree))
+        assert torch.equal(block[:d, prefix:prefix + d], torch.from_numpy(ancestor_mask(v.requests[b].tree)))
         assert not block[:d, prefix + d:].any()  # real rows never see padding nodes
         assert torch.equal(block[:, prefix:], block[:, prefix:].tril())  # causal-compatible (is_causal=True)
         assert block[:, prefix:].diagonal().all()  # every row sees itself

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 
 from ddtree_compat import cases, oracle
-from ddtree_compat.buffers import POISON, eagle_inputs, expected_outputs
+from ddtree_compat.checks.buffers import POISON, eagle_inputs, expected_outputs
 from ddtree_compat.cases import VerifyCase, grid, make_case
 from ddtree_compat.errors import CaseError
 from ddtree_compat.strategies import verify_cases

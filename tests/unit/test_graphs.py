@@ -7,11 +7,11 @@ from dataclasses import replace
 import pytest
 
 from ddtree_compat import mutants
-from ddtree_compat.backends import resolve
+from ddtree_compat.backends import resolve, unavailable
 from ddtree_compat.backends.oracle import OracleBackend
 from ddtree_compat.cases import make_case
-from ddtree_compat.commit import CommitCase
-from ddtree_compat.graphs import GRAPH_COMMIT_KERNELS, run_commit_graph
+from ddtree_compat.kernels.commit import CommitCase
+from ddtree_compat.checks.graphs import GRAPH_COMMIT_KERNELS, run_commit_graph
 from ddtree_compat.tiers import Target
 
 CPU = Target("interpret", "cpu")
@@ -34,10 +34,10 @@ def test_oracle_sequence_passes(case):
 @pytest.mark.parametrize("case", CASES[:3], ids=lambda c: c.id)
 def test_sglang_triton_sequence_interpreted(case):
     (backend,) = resolve(["sglang-triton"])
-    reason = next(filter(None, (backend.kernel_unavailable_reason(CPU, k) for k in GRAPH_COMMIT_KERNELS)), None)
+    reason = next(filter(None, (unavailable(backend, k, CPU) for k in GRAPH_COMMIT_KERNELS)), None)
     if reason:
         pytest.skip(reason)
-    if backend.kernel_unavailable_reason(CPU, "front_out_cache_loc"):
+    if unavailable(backend, "front_out_cache_loc", CPU):
         backend.front_out_cache_loc = None  # this instance runs the sequence without the front kernel
     verdict = run_commit_graph(case, backend, "cpu", graph=False)
     assert verdict.outcome == "pass", verdict.message

@@ -111,13 +111,13 @@ def test_walk_limit_and_duplicate_sibling_tokens():
 
 def test_mask_and_positions():
     tree = DraftTree((-1, 0, 0, 1), (0, 1, 2, 3))
-    assert oracle.ancestor_mask(tree).int().tolist() == [
+    assert oracle.ancestor_mask(tree).astype(int).tolist() == [
         [1, 0, 0, 0],
         [1, 1, 0, 0],
         [1, 0, 1, 0],
         [1, 1, 0, 1],
     ]
-    assert oracle.positions(tree, start=10).tolist() == [10, 11, 11, 12]
+    assert oracle.positions(tree, start=10) == [10, 11, 11, 12]
 
 
 def test_eagle_walk_matches_tree_walk_on_hand_tree():

@@ -99,7 +99,7 @@ def test_bad_results_files(tmp_path, text, field):
 def test_unknown_outcome(tmp_path):
     p = tmp_path / "r.jsonl"
     p.write_text(json.dumps({"kind": "result", **record().__dict__, "outcome": "great"}) + "\n")
-    with pytest.raises(ResultsFileError, match="outcome.*allowed: pass, wrong, zero-accept, fault, skip"):
+    with pytest.raises(ResultsFileError, match="outcome.*allowed: pass, wrong, zero-accept, fault, error, skip"):
         load([p])
 
 

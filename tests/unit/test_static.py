@@ -7,19 +7,21 @@ from collections import Counter
 import pytest
 
 from ddtree_compat.arch import ARCHES
+from ddtree_compat.backends import Implementation
 from ddtree_compat.cases import make_case
 from ddtree_compat.mutants import OversizedSmem
 from ddtree_compat.static import sass
 from ddtree_compat.static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
                                           SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, Build, Spec)
-from ddtree_compat.static.limits import LIMITS, Usage, limits_for, over_limits
-from ddtree_compat.static.runner import STATIC_ARCHES, StaticCell, build, judge, run_static, static_cells
+from ddtree_compat.static.limits import Usage, limits_for, over_limits
+from ddtree_compat.arch import STATIC_ARCHES
+from ddtree_compat.static.runner import StaticCell, build, judge, run_static, static_cells
 
 KB = 1024
 
 
 def test_every_arch_has_a_limits_row_and_the_static_targets_are_known():
-    assert set(LIMITS) == set(ARCHES) and set(STATIC_ARCHES) <= set(ARCHES)
+    assert all(limits_for(a).smem_per_block > 0 for a in ARCHES) and set(STATIC_ARCHES) <= set(ARCHES)
     assert limits_for("sm120").smem_per_block == 101376 and limits_for("sm90").smem_per_block == 232448
     assert limits_for("sm80").smem_per_block == 166912 and limits_for("sm89").smem_per_block == 101376
 
@@ -102,7 +104,7 @@ def test_sass_rules_by_exact_arch():
 
 
 def _planted(arch):
-    entry = OversizedSmem.static_kernels[0]
+    entry = OversizedSmem.PLANTED
     return StaticCell(arch, OversizedSmem.name, entry, entry.specialize(None, arch))
 
 
@@ -157,7 +159,7 @@ def test_specializations_come_from_the_cases():
     assert [s.id for s in SGLANG_FILL_ACCEPT_TRITON.specs(cases, "sm90")] == ["n32", "n16"]
 
     class Backend:
-        name, static_kernels = "b", (SGLANG_VERIFY_TRITON,)
+        name, implements = "b", (Implementation("verify_tree_greedy", "triton", static=(SGLANG_VERIFY_TRITON,)),)
 
     cells = static_cells([Backend()], cases, ("sm120", "sm90"))
     assert [c.id for c in cells] == ["static-sm120-b-verify_tree_greedy-bs3-w9-c9", "static-sm120-b-verify_tree_greedy-bs1-w13-c13",

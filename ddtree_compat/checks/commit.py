@@ -2,7 +2,8 @@
 
 After verify, a DDTree round commits the accepted path (SGLang DDTree PR #29907, page_size 1: keep the
 accepted nodes' slots where they are; earlier PR #27509: compact their K/V rows to contiguous slots,
-"read all, then write all"). The kernels (names are :data:`KERNELS`, each a backend method):
+"read all, then write all"). The kernels (records in :mod:`ddtree_compat.kernels.commit`, each a backend
+method of its name; one check function each here, named after it):
 
 * ``accept_out_cache_loc(accept_index, out_cache_loc, accept_out_cache_loc)``: SGLang
   ``fill_accept_out_cache_loc``: the kept slots ``out_cache_loc[accept_index != -1]``, compacted in
@@ -34,86 +35,31 @@ boundary ``ceil_align(new_seq_len, page_size)`` of ``commit_outputs`` (page size
 with plain torch and Python (``mem_cache.common._release_overallocated_kv_indices`` and the
 allocator's ``free``, no kernel), so the set is derived here from the kernels' outputs.
 
-Every verify grid case feeds one commit case; its slot layout (page size 1 / 16 / 64, allocation at
-the pool's start, at its end, or crossing a page boundary) and KV layout (heads, head_dim 64 / 128 /
-256, fp16 / bf16 / fp32 / fp8 stored as uint8) rotate with the case index, so every layout meets many
-trees without multiplying the grid.
+The expected values come from the plan, never from the code that made the kernel's inputs: the move's
+expected pool is each committed position's slot (``committed_slots``) holding the K/V the accepted
+node had before the commit (``kept_slots``), in the plan's own terms.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .backends import COMMIT_KERNELS
+from ..cases import _seed
+from ..kernels.commit import CommitCase
+from ..oracle import CommitPlan, commit_plan, release_boundary
+from ..outcomes import Verdict
+from ..tiers import Target
 from .buffers import PADDING, POISON, Guarded, canary_report
-from .cases import NestedCase, VerifyCase, _seed, grid
-from .errors import CaseError
-from .harness import Verdict, fault_verdict, synchronize
-from .oracle import CommitPlan, commit_plan, release_boundary
-from .tiers import Target
+from .common import fault_verdict, synchronize
 
-KERNELS = COMMIT_KERNELS
-PAGE_SIZES = (1, 16, 64)
-PLACEMENTS = ("start", "pool-end", "page-cross")
 KV_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.uint8}
-KV_SHAPES = ((1, 64), (8, 128), (2, 256), (4, 64), (8, 256))  # (heads, head_dim)
-SCHEMA = "ddtree-compat/commit-case/1"
+"""Case KV dtype names (:data:`ddtree_compat.kernels.commit.KV_DTYPES`) -> the pool's torch dtype."""
 LAYERS = 2
-
-
-@dataclass(frozen=True)
-class CommitCase(NestedCase):
-    """One commit of a verified batch.
-
-    Attributes:
-        verify: the verify case whose oracle result is committed.
-        page_size: KV page size in slots (1, 16, 64); slots of a page are contiguous.
-        placement: ``start`` | ``pool-end`` | ``page-cross`` (where the requests' pages sit / where
-            the verify block starts in its page).
-        kv_heads, head_dim, kv_dtype: the KV pool layout for ``move_kv`` (``fp8`` is stored as uint8,
-            as SGLang stores fp8 KV).
-    """
-
-    SCHEMA = SCHEMA
-    KIND = "commit"
-
-    verify: VerifyCase
-    page_size: int
-    placement: str
-    kv_heads: int
-    head_dim: int
-    kv_dtype: str
-
-    @property
-    def id(self) -> str:
-        return f"{self.verify.id}-p{self.page_size}-{self.placement}-kv{self.kv_heads}x{self.head_dim}{self.kv_dtype}"
-
-    def check(self) -> "CommitCase":
-        where = f"commit case {self.id}"
-        if self.page_size not in PAGE_SIZES:
-            raise CaseError("page_size", self.page_size, ", ".join(map(str, PAGE_SIZES)), "unsupported", where)
-        if self.placement not in PLACEMENTS:
-            raise CaseError("placement", self.placement, ", ".join(PLACEMENTS), "unknown", where)
-        if self.kv_dtype not in KV_DTYPES:
-            raise CaseError("kv_dtype", self.kv_dtype, ", ".join(KV_DTYPES), "unknown", where)
-        if self.kv_heads < 1 or self.head_dim < 1:
-            raise CaseError("kv_heads", (self.kv_heads, self.head_dim), "positive integers", "out of range", where)
-        self.verify.check()
-        return self
-
-
-def commit_cases(verify_cases: tuple[VerifyCase, ...] | None = None) -> tuple[CommitCase, ...]:
-    """One commit case per verify case (default: the default grid), layouts rotating with the case index."""
-    out = []
-    for i, v in enumerate(grid("default") if verify_cases is None else verify_cases):
-        heads, dim = KV_SHAPES[i % len(KV_SHAPES)]
-        out.append(CommitCase(v, PAGE_SIZES[i % 3], PLACEMENTS[(i // 3) % 3], heads, dim,
-                              tuple(KV_DTYPES)[(i // 9) % len(KV_DTYPES)]))
-    return tuple(out)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -293,93 +239,132 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.cpu().view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
 
 
-def run_commit(case: CommitCase, kernel: str, backend, target: Target) -> Verdict:
-    """Run one commit kernel of ``backend`` on ``case`` and judge it exactly against the oracle."""
-    device = target.device
-    lay = layout(case)
-    keep = kept_slots(case, lay)
-    bs, width, cap = case.verify.batch, case.verify.width, case.verify.slots
-    problems: list[str] = []
-    try:
-        start = time.perf_counter()
-        if kernel == "accept_out_cache_loc":
-            ai = Guarded.of(lay.accept_index.flatten(), device)
-            ocl = Guarded.of(lay.out_cache_loc, device)
-            out = Guarded.of(torch.full((keep.numel(),), POISON, dtype=torch.int64), device)
-            backend.accept_out_cache_loc(ai.view, ocl.view, out.view)
-            synchronize(device)
-            problems += [_compare("accept_out_cache_loc", out.view.cpu(), keep)]
-            problems += canary_report({"accept_out_cache_loc": out, "accept_index": ai, "out_cache_loc": ocl})
-            if case.page_size == 1:  # the in-place commit keeps exactly these slots
-                problems += freed_set_report(lay, cap, committed=out.view.cpu().tolist())
-        elif kernel == "front_out_cache_loc":
-            num_front = Guarded.of(lay.accept_lens, device)
-            ocl = Guarded.of(lay.out_cache_loc, device)
-            out = Guarded.of(torch.full((keep.numel(),), POISON, dtype=torch.int64), device)
-            backend.front_out_cache_loc(num_front.view, ocl.view, out.view)
-            synchronize(device)
-            problems += [_compare("front_out_cache_loc", out.view.cpu(), plan_slots(lay, "front_slots"))]
-            problems += canary_report({"front_out_cache_loc": out, "num_front": num_front, "out_cache_loc": ocl})
-            if case.page_size > 1:  # the compacting commit keeps exactly these slots
-                problems += freed_set_report(lay, cap, committed=out.view.cpu().tolist())
-        elif kernel == "commit_outputs":
-            new_seq, bonus = backend.commit_outputs(lay.predict.to(device), lay.accept_index.to(device),
-                                                    lay.accept_lens.to(device), lay.seq_lens.to(device))
-            synchronize(device)
-            problems += [_compare("new_seq_lens", new_seq.cpu().to(torch.int64),
-                                  torch.tensor([plan.new_seq_len for plan in lay.plans])),
-                         _compare("bonus", bonus.cpu().to(torch.int32),
-                                  torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32))]
-            if case.page_size > 1 and new_seq.numel() == bs:  # the committed length sets what is given back
-                problems += freed_set_report(lay, cap, new_seq_lens=new_seq.cpu().tolist())
-        elif kernel == "bonus_tokens":
-            tokens = torch.full((bs, width), POISON, dtype=torch.int32)
-            for b, path in enumerate(lay.paths):
-                tokens[b, :len(path)] = lay.predict[[b * case.verify.slots + k for k in path]]
-            acc = Guarded.of(tokens.flatten(), device)
-            out = Guarded.of(torch.full((bs,), POISON, dtype=torch.int32), device)
-            backend.bonus_tokens(acc.view, lay.accept_lens.to(device), out.view, width)
-            synchronize(device)
-            problems += [_compare("bonus", out.view.cpu(),
-                                  torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32))]
-            problems += canary_report({"bonus": out, "accept_tokens": acc})
-        elif kernel == "assign_req_to_token":
-            r2t = Guarded.of(lay.req_to_token, device)
-            ends = lay.seq_lens + lay.accept_lens
-            src = Guarded.of(plan_slots(lay, "committed_slots"), device)
-            backend.assign_req_to_token(lay.req_pool_indices.to(device), r2t.view, lay.seq_lens.to(device),
-                                        ends.to(device), src.view)
-            synchronize(device)
-            want = lay.req_to_token.clone()
-            for row, plan in zip(lay.req_pool_indices.tolist(), lay.plans):
-                for position, slot in plan.req_to_token:
-                    want[row, position] = slot
-            problems += [_compare("req_to_token", r2t.view.cpu(), want)]
-            problems += canary_report({"req_to_token": r2t, "out_cache_loc": src})
-        elif kernel == "move_kv":
-            gen = torch.Generator().manual_seed(_seed(case.id, "kv"))
-            pools = [_kv_pool(case, lay, device, gen) for _ in range(2 * LAYERS)]
-            before = [_bits(storage).clone() for storage, _ in pools]
-            tgt, src = move_plan(case, lay)
-            backend.move_kv([v for _, v in pools[:LAYERS]], [v for _, v in pools[LAYERS:]], tgt.to(device),
-                            src.to(device))
-            synchronize(device)
-            for i, ((storage, view), old) in enumerate(zip(pools, before)):
-                want = old.clone()
-                rows = want[KV_BAND:KV_BAND + view.numel()].view(view.shape)
-                rows[tgt] = rows[src].clone()  # read all, then write all
-                problems += [_compare(f"{'kv'[i // LAYERS]}_buffer[{i % LAYERS}] (bits, bands included)",
-                                      _bits(storage), want)]
-        else:
-            raise CaseError("kernel", kernel, ", ".join(KERNELS), "unknown commit kernel")
-        duration = time.perf_counter() - start
-    except CaseError:
-        raise
-    except Exception as e:  # noqa: BLE001 - a kernel error is a classified fault
-        return fault_verdict(e)
-    problems = [p for p in problems if p]
-    accepted = [len(p) - 1 for p in lay.paths]
-    if problems:
-        return Verdict("wrong", "; ".join(problems), accepted_expected=accepted)
-    return Verdict("pass", duration_s=duration, accepted_expected=accepted, accepted_got=accepted)
+def _commit_check(check):
+    """Turn ``check(case, lay, backend, device) -> problems`` (lines, ``""`` for none) into a record's
+    ``run(case, backend, target) -> Verdict``: lay the case out, run the check once, judge. A kernel
+    error is a classified ``fault``."""
 
+    @functools.wraps(check)
+    def run(case: CommitCase, backend, target: Target) -> Verdict:
+        lay = layout(case)
+        accepted = [len(p) - 1 for p in lay.paths]
+        try:
+            start = time.perf_counter()
+            problems = [p for p in check(case, lay, backend, target.device) if p]
+            duration = time.perf_counter() - start
+        except Exception as e:  # noqa: BLE001 - a kernel error is a classified fault
+            return fault_verdict(e)
+        if problems:
+            return Verdict("wrong", "; ".join(problems), accepted_expected=accepted)
+        return Verdict("pass", duration_s=duration, accepted_expected=accepted, accepted_got=accepted)
+
+    return run
+
+
+def _poisoned(n: int, dtype: torch.dtype, device: str) -> Guarded:
+    return Guarded.of(torch.full((n,), POISON, dtype=dtype), device)
+
+
+@_commit_check
+def accept_out_cache_loc(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
+    keep = kept_slots(case, lay)
+    ai = Guarded.of(lay.accept_index.flatten(), device)
+    ocl = Guarded.of(lay.out_cache_loc, device)
+    out = _poisoned(keep.numel(), torch.int64, device)
+    backend.accept_out_cache_loc(ai.view, ocl.view, out.view)
+    synchronize(device)
+    problems = [_compare("accept_out_cache_loc", out.view.cpu(), keep)]
+    problems += canary_report({"accept_out_cache_loc": out, "accept_index": ai, "out_cache_loc": ocl})
+    if case.page_size == 1:  # the in-place commit keeps exactly these slots
+        problems += freed_set_report(lay, case.verify.slots, committed=out.view.cpu().tolist())
+    return problems
+
+
+@_commit_check
+def front_out_cache_loc(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
+    front = plan_slots(lay, "front_slots")
+    num_front = Guarded.of(lay.accept_lens, device)
+    ocl = Guarded.of(lay.out_cache_loc, device)
+    out = _poisoned(front.numel(), torch.int64, device)
+    backend.front_out_cache_loc(num_front.view, ocl.view, out.view)
+    synchronize(device)
+    problems = [_compare("front_out_cache_loc", out.view.cpu(), front)]
+    problems += canary_report({"front_out_cache_loc": out, "num_front": num_front, "out_cache_loc": ocl})
+    if case.page_size > 1:  # the compacting commit keeps exactly these slots
+        problems += freed_set_report(lay, case.verify.slots, committed=out.view.cpu().tolist())
+    return problems
+
+
+@_commit_check
+def commit_outputs(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
+    new_seq, bonus = backend.commit_outputs(lay.predict.to(device), lay.accept_index.to(device),
+                                            lay.accept_lens.to(device), lay.seq_lens.to(device))
+    synchronize(device)
+    problems = [_compare("new_seq_lens", new_seq.cpu().to(torch.int64),
+                         torch.tensor([plan.new_seq_len for plan in lay.plans])),
+                _compare("bonus", bonus.cpu().to(torch.int32),
+                         torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32))]
+    if case.page_size > 1 and new_seq.numel() == case.verify.batch:  # the committed length sets what is given back
+        problems += freed_set_report(lay, case.verify.slots, new_seq_lens=new_seq.cpu().tolist())
+    return problems
+
+
+@_commit_check
+def bonus_tokens(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
+    bs, width = case.verify.batch, case.verify.width
+    tokens = torch.full((bs, width), POISON, dtype=torch.int32)
+    for b, path in enumerate(lay.paths):
+        tokens[b, :len(path)] = lay.predict[[b * case.verify.slots + k for k in path]]
+    acc = Guarded.of(tokens.flatten(), device)
+    out = _poisoned(bs, torch.int32, device)
+    backend.bonus_tokens(acc.view, lay.accept_lens.to(device), out.view, width)
+    synchronize(device)
+    problems = [_compare("bonus", out.view.cpu(),
+                         torch.tensor([plan.bonus_token for plan in lay.plans], dtype=torch.int32))]
+    return problems + canary_report({"bonus": out, "accept_tokens": acc})
+
+
+@_commit_check
+def assign_req_to_token(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
+    r2t = Guarded.of(lay.req_to_token, device)
+    ends = lay.seq_lens + lay.accept_lens
+    src = Guarded.of(plan_slots(lay, "committed_slots"), device)
+    backend.assign_req_to_token(lay.req_pool_indices.to(device), r2t.view, lay.seq_lens.to(device),
+                                ends.to(device), src.view)
+    synchronize(device)
+    want = lay.req_to_token.clone()
+    for row, plan in zip(lay.req_pool_indices.tolist(), lay.plans):
+        for position, slot in plan.req_to_token:
+            want[row, position] = slot
+    return [_compare("req_to_token", r2t.view.cpu(), want)] + canary_report({"req_to_token": r2t, "out_cache_loc": src})
+
+
+def expected_pool(old: torch.Tensor, lay: CommitLayout, shape: tuple[int, ...]) -> torch.Tensor:
+    """A pool's bits after the compacting commit, from the plan alone: for every request and every
+    committed position ``i``, slot ``front_slots[i]`` holds what slot ``kept_slots[i]`` (the accepted
+    node's) held before; every other slot (and both bands) is unchanged."""
+    want = old.clone()
+    rows_before = old[KV_BAND:KV_BAND + int(np.prod(shape))].view(shape)
+    rows_after = want[KV_BAND:KV_BAND + int(np.prod(shape))].view(shape)
+    for plan in lay.plans:
+        for target, source in zip(plan.front_slots, plan.kept_slots):
+            rows_after[target] = rows_before[source]
+    return want
+
+
+@_commit_check
+def move_kv(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
+    gen = torch.Generator().manual_seed(_seed(case.id, "kv"))
+    pools = [_kv_pool(case, lay, device, gen) for _ in range(2 * LAYERS)]
+    before = [_bits(storage).clone() for storage, _ in pools]
+    tgt, src = move_plan(case, lay)
+    backend.move_kv([v for _, v in pools[:LAYERS]], [v for _, v in pools[LAYERS:]], tgt.to(device), src.to(device))
+    synchronize(device)
+    return [_compare(f"{'kv'[i // LAYERS]}_buffer[{i % LAYERS}] (bits, bands included)", _bits(storage),
+                     expected_pool(old, lay, tuple(view.shape)))
+            for i, ((storage, view), old) in enumerate(zip(pools, before))]
+
+
+CHECKS = {f.__name__: f for f in (accept_out_cache_loc, front_out_cache_loc, commit_outputs, bonus_tokens,
+                                  assign_req_to_token, move_kv)}
+"""Kernel name -> its check (``run(case, backend, target) -> Verdict``), for callers that pick by name."""

@@ -12,8 +12,8 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from .cases import VerifyCase
-from .oracle import PADDING_SLOT, to_eagle, verify_greedy_eagle
+from ..cases import VerifyCase
+from ..oracle import PADDING_SLOT, to_eagle
 
 POISON = -0x2DD7EE  # never a token, index or count; fits int32
 CANARY = 0x5CA9A7  # distinct from POISON and from -1 padding
@@ -142,18 +142,20 @@ def make_verify_buffers(case: VerifyCase, device: str | torch.device) -> VerifyB
 def expected_outputs(case: VerifyCase) -> dict[str, torch.Tensor]:
     """The three outputs as the kernel must leave them (int32, CPU): oracle values, POISON where untouched.
 
-    Computed by :func:`ddtree_compat.oracle.verify_greedy_eagle` over the laid-out inputs; callers
-    cross-check it against the tree-level :meth:`VerifyCase.expected`.
+    From the tree-level walk of each request's parent array (:meth:`VerifyCase.expected`,
+    :func:`ddtree_compat.oracle.verify_greedy`), laid out as SGLang's kernels write them: request ``b``'s
+    accepted path ``p`` (node indices) gives ``accept_index[b, j] = b * C + p[j]``,
+    ``accept_token_num[b] = len(p) - 1`` and ``predicts[b * C + p[j]] = target_predict[p[j]]`` (the next
+    path token, the bonus token at the last); every other element stays POISON. Independent of the
+    ``oracle`` backend's walk of the EAGLE links (:func:`ddtree_compat.oracle.verify_greedy_eagle`).
     """
-    inp = {k: v.tolist() for k, v in eagle_inputs(case).items()}
-    out = verify_greedy_eagle(inp["candidates"], inp["retrive_index"], inp["retrive_next_token"],
-                              inp["retrive_next_sibling"], inp["target_predict"], case.width)
-
-    def fill(values):
-        return [POISON if v is None else v for v in values]
-
-    return {
-        "predicts": torch.tensor(fill(out.predicts), dtype=torch.int32),
-        "accept_index": torch.tensor([fill(r) for r in out.accept_index], dtype=torch.int32),
-        "accept_token_num": torch.tensor(out.accept_token_num, dtype=torch.int32),
-    }
+    cap, width = case.slots, case.width
+    predicts = torch.full((case.batch * cap,), POISON, dtype=torch.int32)
+    accept_index = torch.full((case.batch, width), POISON, dtype=torch.int32)
+    accept_token_num = torch.zeros(case.batch, dtype=torch.int32)
+    for b, (request, result) in enumerate(zip(case.requests, case.expected())):
+        for j, node in enumerate(result.path):
+            accept_index[b, j] = b * cap + node
+            predicts[b * cap + node] = request.target_predict[node]
+        accept_token_num[b] = result.accepted_drafts
+    return {"predicts": predicts, "accept_index": accept_index, "accept_token_num": accept_token_num}

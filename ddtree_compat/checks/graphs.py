@@ -12,8 +12,11 @@ import time
 import torch
 
 from .buffers import POISON, Guarded, VerifyBuffers, canary_report, eagle_inputs, expected_outputs, make_verify_buffers
-from .cases import VerifyCase, make_case
-from .harness import Verdict, element_diff, fault_verdict, judge
+from ..cases import VerifyCase, make_case
+from ..kernels.commit import ACCEPT_OUT_CACHE_LOC, BONUS_TOKENS, COMMIT_OUTPUTS
+from ..outcomes import Verdict
+from .common import element_diff, fault_verdict
+from .verify import judge
 
 
 def capture_case(batch: int, capacity: int, block_size: int = 16) -> VerifyCase:
@@ -65,7 +68,7 @@ def run_verify_graph(runtime: VerifyCase, backend, device: str) -> Verdict:
 # Verify + commit in one graph
 # --------------------------------------------------------------------------------------------------
 
-GRAPH_COMMIT_KERNELS = ("accept_out_cache_loc", "commit_outputs", "bonus_tokens")  # required; front optional
+GRAPH_COMMIT_KERNELS = (ACCEPT_OUT_CACHE_LOC.name, COMMIT_OUTPUTS.name, BONUS_TOKENS.name)  # required; front optional
 COMMIT_GRAPH = "verify_commit@graph"
 
 
@@ -179,7 +182,7 @@ def run_commit_graph(case, backend, device: str, graph: bool = True) -> Verdict:
     """Capture verify + the backend's commit kernels at ``case``'s capacity ``C`` (a full ``D == C``
     tree), then replay with ``case``'s data (``D <= C``); judge with :func:`judge_commit_step`.
 
-    ``case``: a :class:`~ddtree_compat.commit.CommitCase` whose verify case is padded to ``C`` with
+    ``case``: a :class:`~ddtree_compat.kernels.commit.CommitCase` whose verify case is padded to ``C`` with
     ``accept_width`` ``C``. A mismatch is a ``padded-layout failure`` naming ``C`` and ``D``.
     ``graph=False`` runs the same steps eagerly (warm-up on the capture case, load, launch; no capture):
     the CPU check of the sequence and its judging.

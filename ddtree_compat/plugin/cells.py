@@ -1,0 +1,222 @@
+"""One cell: its record (:class:`Cell`, in ``item.stash``), and how a kernel cell is checked.
+
+:func:`check_cell` is the one path every kernel cell takes (verify, commit, attention, DDTree kernels,
+graph replays): availability from the backend's declaration (a skip with the reason), the cell's
+``start`` line, the run, and on a failure the saved case, the replay line and the environment line;
+after a sticky CUDA fault the cell is recorded and, in an xdist worker, the worker exits
+(:mod:`ddtree_compat.isolation`). The fixtures here hand it to tests.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+
+from .. import kernels
+from ..known_issues import KnownIssue
+from ..outcomes import Verdict
+from ..tiers import Target
+from .session import suite
+
+
+@dataclass
+class Cell:
+    """Everything recorded about one test cell.
+
+    Attributes:
+        coords: the fixed fields of its ``start`` and ``result`` lines (kernel, tier, backend, arch,
+            case_id, budget, topology, plant, batch, block_size, mode, layout, nodeid, shape).
+        verdict: set once judged (``None``: the test never reached the check).
+        case_path: the case JSON written on failure (e2e: the capture folder).
+        sanitizer: a compute-sanitizer report path (``--sanitize``).
+        log_excerpt: e2e: the server log lines around the first fault line.
+        known_issue: the manifest entry covering the cell (run as strict xfail).
+    """
+
+    coords: dict
+    verdict: Verdict | None = None
+    case_path: str = ""
+    sanitizer: str = ""
+    log_excerpt: str = ""
+    known_issue: KnownIssue | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def tier(self) -> str:
+        return self.coords["tier"]
+
+
+CELL = pytest.StashKey[Cell]()
+
+
+def coordinates(target: Target, backend, case, nodeid: str, kernel: str) -> dict:
+    """A kernel cell's fixed fields (``case``: any case type with ``id`` and ``coordinates()``)."""
+    return dict(kernel=kernel, tier=target.tier, backend=backend.name, arch=target.column, case_id=case.id,
+                **case.coordinates(), nodeid=nodeid)
+
+
+def known_issue(sess, target: Target, backend, kernel: str, case) -> KnownIssue | None:
+    """The manifest entry covering a cell of a record that the manifest keys (verify grid cells)."""
+    record = kernels.get(kernel)
+    if record is None or record.known_issue_key is None or kernel != record.label_of(case):
+        return None
+    key = record.known_issue_key(case)
+    return sess.known.match(target.column, backend.name, *key) if key else None
+
+
+def record_of(cell: Cell):
+    from ..results import ResultRecord
+
+    v = cell.verdict
+    return ResultRecord(**cell.coords, outcome=v.outcome, duration_s=v.duration_s, message=v.message[:2000],
+                        fault_class=v.fault_class, case_path=cell.case_path, sanitizer=cell.sanitizer,
+                        known_issue=cell.known_issue.id if cell.known_issue else "",
+                        log_excerpt=cell.log_excerpt[:4000])
+
+
+def replay_line(path, backend, target: Target, nodeid: str, kernel: str) -> str:
+    """The one line that replays a failing cell: in-process via the CLI, or as the same pytest cell."""
+    from ..backends import replay_spec
+    from ..kernels.verify import VERIFY
+
+    spec = replay_spec(backend)
+    case = shlex.quote(str(path))
+    if kernel != VERIFY:  # other kernels replay through the CLI by kernel name (their grid is derived, not a file)
+        return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --kernel {kernel} "
+                f"--tier {target.tier}   |   pytest {shlex.quote(nodeid)} --ddtree-tier {target.tier}")
+    return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --tier {target.tier}   |   "
+            f"pytest {shlex.quote(nodeid)} --ddtree-case {case} --ddtree-backend {spec} --ddtree-tier {target.tier}")
+
+
+def env_line(env: dict) -> str:
+    """One-line environment header for failure messages."""
+    gpus = ", ".join(f"{g['name']} ({g['arch']})" for g in env.get("gpus", [])) or "no GPU"
+    return (f"env: {gpus}; driver {env.get('driver')}; CUDA {env.get('cuda')}; torch {env.get('torch')}; "
+            f"triton {env.get('triton')}; sglang {env.get('sglang')}; tier {env.get('tier')}")
+
+
+def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[str, ...] = ()) -> str | None:
+    """Why this cell cannot run here (``None``: it can). ``needs``: the backend kernels a custom cell
+    launches (a label that is no record's, like ``verify_commit@graph``, needs them all)."""
+    from ..backends import implementation, kernels_of, unavailable
+
+    launched = needs or (kernels.base_name(kernel),)
+    missing = [k for k in launched if k not in kernels_of(backend)]
+    if missing:
+        return f"{backend.name} has no {', '.join(missing)} kernel"
+    reason = next(filter(None, (unavailable(backend, k, target, case if k == kernels.base_name(kernel) else None)
+                                for k in launched)), None)
+    if not reason and kernel.endswith("@graph"):
+        if target.tier != "device":
+            reason = "CUDA graphs need the device tier"
+        elif not all(implementation(backend, k).graph_capturable for k in launched):
+            reason = f"{backend.name} runs on the host: not capturable in a CUDA graph"
+    return reason
+
+
+def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: str, case, run,
+               needs: tuple[str, ...] = ()) -> Verdict:
+    """Run one cell (``run() -> Verdict``), record it, and fail or skip with a replayable message.
+
+    Writes the cell's ``start`` line first. After a sticky CUDA fault it records the cell and, in an
+    xdist worker, exits the worker (see :mod:`ddtree_compat.isolation`).
+    """
+    from ..isolation import exit_worker, in_xdist_worker, is_sticky
+    from .sanitizer import sanitize
+
+    sess = suite(request.config)
+    node = request.node
+    cell = Cell(coordinates(target, backend, case, node.nodeid, kernel),
+                known_issue=known_issue(sess, target, backend, kernel, case))
+    node.stash[CELL] = cell
+    reason = unavailable_reason(backend, target, kernel, case, needs)
+    if not reason and sess.poisoned_by and target.tier == "device":
+        reason = f"CUDA context poisoned by {sess.poisoned_by}; run under xdist (-n 1) to isolate faults"
+    if reason:
+        cell.verdict = Verdict("skip", reason)
+        pytest.skip(f"{backend.name} {kernel} on {target.id}: {reason}")
+    if sess.writer is not None:
+        sess.writer.start(cell.coords)
+    verdict = cell.verdict = run()
+    if verdict.outcome == "pass":
+        return verdict
+    if verdict.outcome == "skip":  # decided by the run itself (e.g. an emulated config too big for this device)
+        pytest.skip(f"{backend.name} {kernel} on {target.id}: {verdict.message}")
+    path = case.save(sess.cases_dir)
+    cell.case_path = str(path)
+    note = ""
+    if sess.sanitize and target.tier == "device":
+        cell.sanitizer, note = sanitize(sess.sanitize, path, backend, target, kernel)
+    kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
+    message = (f"{kind}: {backend.name} {kernel} on {target.id}, case {case.id}: {verdict.message}\n"
+               f"{replay_line(path, backend, target, node.nodeid, kernel)}\n"
+               + (f"{note}\n" if note else "") + env_line(sess.writer.env if sess.writer else {}))
+    if verdict.outcome == "fault" and is_sticky(verdict.fault_class, verdict.context_poisoned):
+        if in_xdist_worker(request.config):
+            if sess.writer is not None:
+                sess.writer.write(record_of(cell))
+            sys.stderr.write(message + "\nsticky CUDA fault: exiting this xdist worker for a fresh one\n")
+            exit_worker()
+        if target.tier == "device":
+            sess.poisoned_by = node.nodeid
+    pytest.fail(message, pytrace=False)
+
+
+def run_record(kernel: str, case, backend, target: Target):
+    """``run() -> Verdict`` for a cell of a registered kernel (its record's ``run``)."""
+    record = kernels.get(kernel)
+    return lambda: record.runner()(case, backend, target)
+
+
+@pytest.fixture
+def ddtree_check(request: pytest.FixtureRequest):
+    """``check(target, backend, kernel, case) -> Verdict``: run one cell of a registered kernel (a record
+    name, :mod:`ddtree_compat.kernels`) through its record's check; see :func:`check_cell`."""
+
+    def check(target: Target, backend, kernel: str, case) -> Verdict:
+        record = kernels.get(kernel)
+        if record is None:
+            raise pytest.UsageError(f"ddtree_check: no kernel record named {kernel!r} "
+                                    f"(known: {', '.join(kernels.registry())})")
+        label = record.label_of(case)
+        return check_cell(request, target, backend, label, case, run_record(label, case, backend, target))
+
+    return check
+
+
+@pytest.fixture
+def ddtree_check_verify(ddtree_check):
+    """``check(target, backend, case)``: one ``verify_tree_greedy`` cell (``ddtree_check`` with that kernel)."""
+    from ..kernels.verify import VERIFY
+
+    return lambda target, backend, case: ddtree_check(target, backend, VERIFY, case)
+
+
+@pytest.fixture
+def ddtree_check_commit(ddtree_check):
+    """``check(target, backend, kernel, commit_case)``: one commit-kernel cell."""
+    return ddtree_check
+
+
+@pytest.fixture
+def ddtree_check_attention(ddtree_check):
+    """``check(target, backend, attention_case)``: one verify-attention cell (kernel ``verify_attention``
+    or ``verify_attention@emulated-<arch>``, from the case)."""
+    from ..kernels.attention import KERNEL
+
+    return lambda target, backend, case: ddtree_check(target, backend, KERNEL, case)
+
+
+@pytest.fixture
+def ddtree_check_run(request: pytest.FixtureRequest):
+    """``check(target, backend, kernel, case, run, needs=())``: a cell whose ``run() -> Verdict`` is the
+    test's own (e.g. CUDA-graph replays); recorded, skipped and failed like the others (``needs``: the
+    backend kernels the cell launches)."""
+
+    def check(target: Target, backend, kernel: str, case, run, needs: tuple[str, ...] = ()) -> Verdict:
+        return check_cell(request, target, backend, kernel, case, run, needs)
+
+    return check

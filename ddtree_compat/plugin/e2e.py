@@ -1,0 +1,106 @@
+"""The e2e tier's cells (:mod:`ddtree_compat.e2e`): a test asking for ``ddtree_e2e_cell`` is parametrized
+over the profile's server configurations x request phases, marked ``e2e`` (plus the arch markers of the
+GPU the servers run on), and judged by ``ddtree_check_e2e`` against one session's servers
+(``ddtree_e2e_session``: started together, stopped after their last cell and at session end)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from ..isolation import in_xdist_worker
+from ..outcomes import Verdict
+from ..tiers import E2E
+from .cells import CELL, Cell
+from .markers import arch_marks
+from .session import active, suite
+
+
+def e2e_params(sess) -> list:
+    """One param per (server configuration, phase) of the profile: marked ``e2e``, with the arch markers of
+    the GPU the servers run on, an ``xdist_group`` per server (``--dist loadgroup`` keeps a server's cells in
+    one worker) and a timeout covering the server's start."""
+    from ..e2e.session import READY_S, REQUEST_S, cells
+
+    arch = sess.e2e_arch()
+    marks = [getattr(pytest.mark, E2E), pytest.mark.timeout(READY_S + 2 * REQUEST_S)]
+    if sess.gpus and not any(g.fake for g in sess.gpus):
+        marks += arch_marks(arch)
+    return [pytest.param(c, id=f"{arch}-{c.id}", marks=[*marks, pytest.mark.xdist_group(c.config.id)])
+            for c in cells(sess.profile)]
+
+
+def e2e_coordinates(cell, arch: str, nodeid: str) -> dict:
+    """A cell's fixed fields (tier ``e2e``): backend ``sglang-<algorithm>`` (``sglang-target`` without
+    speculation), budget = draft tokens - 1, topology ``chain`` / ``tree-k<topk>`` / ``block``, plant = the
+    draft's agreement, batch = concurrency, mode ``graph`` / ``eager``."""
+    c, p = cell.config, cell.phase
+    if c.algorithm in ("EAGLE", "STANDALONE"):
+        topology = "chain" if c.topk == 1 else f"tree-k{c.topk}"
+    else:
+        topology = {"DFLASH": "block", "DDTREE": "ddtree"}.get(c.algorithm, "")
+    budget = c.budget if c.budget is not None else (c.draft_tokens - 1 if c.draft_tokens else None)
+    backend = f"sglang-{c.algorithm.lower()}" if c.speculative else "sglang-target"
+    return dict(kernel="generate", tier=E2E, backend=backend, arch=arch, case_id=cell.id,
+                budget=budget, topology=topology, plant=c.draft.agree.name if c.draft else "",
+                batch=p.concurrency, block_size=c.draft.block_size if c.algorithm in ("DFLASH", "DDTREE") else None,
+                mode="graph" if c.cuda_graph else "eager", layout="", nodeid=nodeid, shape="")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The e2e cells this process will run, in order (after every deselection), for the server plan."""
+    sess = active(session.config)
+    if sess is not None:
+        sess.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items
+                             if "ddtree_e2e_cell" in getattr(getattr(i, "callspec", None), "params", {})]
+
+
+@pytest.fixture(scope="session")
+def ddtree_e2e_session(request: pytest.FixtureRequest):
+    """The session's :class:`ddtree_compat.e2e.session.E2ESession` (servers stopped at session end)."""
+    from ..e2e.session import E2ESession
+
+    sess = suite(request.config)
+    session = E2ESession(sess.e2e_dir, sess.profile, sess.gpus)
+    session.select(sess.e2e_selected, planned=not in_xdist_worker(request.config))
+    request.addfinalizer(session.close)
+    return session
+
+
+@pytest.fixture
+def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
+    """``check(cell) -> Judgement``: run one e2e cell on its server, record it (tier ``e2e``), and skip
+    (no GPU, no SGLang server, unsupported configuration: with the reason) or fail with the verdict's
+    message, the log excerpt and the server's launch command."""
+
+    def check(e2e_cell):
+        sess = suite(request.config)
+        node = request.node
+        cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid))
+        reason = ddtree_e2e_session.reason(e2e_cell.config)
+        if reason:
+            cell.verdict = Verdict("skip", reason)
+            pytest.skip(f"{e2e_cell.id}: {reason}")
+        if sess.writer is not None:
+            sess.writer.start(cell.coords)
+        try:
+            run = ddtree_e2e_session.run(e2e_cell)
+        finally:
+            ddtree_e2e_session.done(e2e_cell.config)
+        verdict = cell.verdict = run.judgement.verdict
+        cell.log_excerpt = run.judgement.log_excerpt
+        if run.capture is not None:
+            cell.case_path = str(run.capture)
+        if verdict.outcome == "pass":
+            return run.judgement
+        launch = Path(sess.e2e_dir) / "servers" / e2e_cell.config.id / "launch.json"
+        kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
+        excerpt = f"\nserver log excerpt:\n{run.judgement.log_excerpt}" if run.judgement.log_excerpt else ""
+        pytest.fail(f"{kind}: {e2e_cell.id} on {sess.e2e_arch()}: {verdict.message}{excerpt}\n"
+                    f"server: {launch} (argv, env), log {launch.with_name('server.log')}\n"
+                    f"replay: pytest {shlex.quote(node.nodeid)}", pytrace=False)
+
+    return check

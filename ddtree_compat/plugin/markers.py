@@ -1,0 +1,59 @@
+"""Markers, generated from the tier names and the arch table (:data:`ddtree_compat.arch.ARCHES`): one
+per tier, per arch (exact: ``sm120`` never selects an sm121 host) and per family (``blackwell_rtx``),
+registered in every session so ``--strict-markers`` knows them; nothing else is changed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ..arch import ARCHES, FAMILIES, family
+from ..tiers import E2E, STATIC, TIERS, Target
+
+EMULATED = "emulated"
+TIER_HELP = {
+    "interpret": "DDTree interpret tier (Triton under TRITON_INTERPRET=1 on the CPU)",
+    "device": "DDTree device tier (each visible GPU)",
+    STATIC: "DDTree static tier (each kernel compiled ahead of time for each arch on the CPU; resources and SASS checked)",
+    E2E: "DDTree end-to-end tier (a real SGLang server per speculative configuration; needs a GPU)",
+}
+
+
+def marker_name(name: str) -> str:
+    """A family or arch as a marker (``blackwell-rtx`` -> ``blackwell_rtx``)."""
+    return name.replace("-", "_")
+
+
+def names() -> set[str]:
+    """Every marker this plugin registers for tiers, archs and families (detected archs aside)."""
+    return {*TIERS, STATIC, E2E, EMULATED, *ARCHES, *(marker_name(f) for f in FAMILIES)}
+
+
+def register(config: pytest.Config, extra_archs: tuple[tuple[str, str], ...] = ()) -> None:
+    """Register the markers (``extra_archs``: ``(arch, description)`` of detected GPUs the table lacks)."""
+    for tier in (*TIERS, STATIC, E2E):
+        config.addinivalue_line("markers", f"{tier}: {TIER_HELP[tier]}")
+    for arch, row in ARCHES.items():
+        config.addinivalue_line("markers", f"{arch}: compute capability {arch} ({row.products})")
+    for fam in FAMILIES:
+        config.addinivalue_line("markers", f"{marker_name(fam)}: {fam} family")
+    config.addinivalue_line("markers", f"{EMULATED}: runs another arch's tile choice on this target "
+                                       "(verify attention, kernel verify_attention@emulated-<arch>)")
+    for arch, text in extra_archs:
+        config.addinivalue_line("markers", f"{arch}: {text}")
+
+
+def selected(markexpr: str) -> set[str]:
+    """The markers of :func:`names` (and any ``sm<NN>``) a ``-m`` expression names."""
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", markexpr or ""))
+    return {w for w in words if w in names() or re.fullmatch(r"sm\d+", w)}
+
+
+def arch_marks(arch: str) -> list:
+    """The exact arch marker and its family marker (``sm120`` -> ``sm120``, ``blackwell_rtx``)."""
+    return [getattr(pytest.mark, arch), getattr(pytest.mark, marker_name(family(arch)))]
+
+
+def target_marks(target: Target) -> list:
+    return [getattr(pytest.mark, target.tier), *(arch_marks(target.arch) if target.arch else [])]

@@ -1,0 +1,74 @@
+"""Parametrization: which cells a test gets, their ids and marks, all read from the kernel records.
+
+A test that asks for ``ddtree_target`` and ``ddtree_backend`` plus a record's case argument
+(``ddtree_case``, ``ddtree_commit_case``, ...; :attr:`ddtree_compat.kernels.KernelRecord.case_param`)
+is parametrized over target x backend (those implementing the kernel) x the record's cases; with
+``ddtree_kernel`` too, over every record sharing that argument, the kernel in the id. Ids read like
+the matrix: ``sm90-sglang-cuda-b8-spine-deep-bs3``, ``interpret-oracle-move_kv-b8-...``. Marks: the
+tier, the arch and its family, the emulated arch's for a case that runs another arch's choice, and
+``xfail(strict=True)`` for a cell the known-issues manifest covers. ``ddtree_static_cell`` and
+``ddtree_e2e_cell`` are the static and e2e tiers' (:mod:`.static`, :mod:`.e2e`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .. import kernels
+from ..backends import kernels_of
+from .cells import known_issue
+from .markers import EMULATED, arch_marks, target_marks
+from .session import suite
+
+TARGET, BACKEND, KERNEL = "ddtree_target", "ddtree_backend", "ddtree_kernel"
+
+
+def _param(sess, target, backend, record, case, with_kernel: bool):
+    marks = target_marks(target)
+    emulated = record.emulates(case) if record.emulates else None
+    if emulated:
+        marks += [getattr(pytest.mark, EMULATED), *arch_marks(emulated)]
+    issue = known_issue(sess, target, backend, record.label_of(case), case)
+    if issue is not None:
+        marks.append(pytest.mark.xfail(strict=True, reason=issue.describe()))
+    values = (target, backend, *((record.name,) if with_kernel else ()), case)
+    ident = f"{target.id}-{backend.name}-{record.name + '-' if with_kernel else ''}{case.id}"
+    return pytest.param(*values, id=ident, marks=marks)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    names = set(metafunc.fixturenames)
+    params = sorted(kernels.case_params() & names)
+    wanted = {TARGET, BACKEND, "ddtree_static_cell", "ddtree_e2e_cell", *params}
+    if not names & wanted:
+        return
+    sess = suite(metafunc.config)
+    if "ddtree_static_cell" in names:
+        from .static import static_params
+
+        metafunc.parametrize("ddtree_static_cell", static_params(sess))
+    if "ddtree_e2e_cell" in names:
+        from .e2e import e2e_params
+
+        metafunc.parametrize("ddtree_e2e_cell", e2e_params(sess))
+    if not {TARGET, BACKEND} <= names:
+        return
+    if len(params) > 1:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: asks for {', '.join(params)}; a test takes one "
+                                "kernel case argument")
+    if not params:  # target x backend only (the test brings its own cases): backends with the verify kernel
+        from ..kernels.verify import VERIFY
+
+        combos = [b for b in sess.backends if VERIFY in kernels_of(b)]
+        metafunc.parametrize((TARGET, BACKEND), [pytest.param(t, b, id=f"{t.id}-{b.name}", marks=target_marks(t))
+                                                 for t in sess.targets for b in combos])
+        return
+    records = kernels.for_param(params[0])
+    with_kernel = KERNEL in names
+    if len(records) > 1 and not with_kernel:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {params[0]} feeds {len(records)} kernels "
+                                f"({', '.join(r.name for r in records)}): ask for ddtree_kernel too")
+    argnames = (TARGET, BACKEND, *((KERNEL,) if with_kernel else ()), params[0])
+    cells = [(b, r, c) for b in sess.backends for r in records if r.name in kernels_of(b)
+             for c in r.backend_cases(b, sess.cases_of(r))]
+    metafunc.parametrize(argnames, [_param(sess, t, b, r, c, with_kernel) for t in sess.targets for b, r, c in cells])

@@ -1,0 +1,61 @@
+"""Cell recording: each cell's ``result`` line, written once its verdict is known, and the outcome carried
+on its report (``user_properties`` travel from xdist workers to the controller's summary).
+
+A cell that never reached its check (a setup error, a skip raised before it) is recorded too: a skip
+with pytest's reason, or an ``error`` of the suite (never a kernel ``fault``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .. import kernels
+from ..known_issues import status
+from ..outcomes import Verdict
+from .cells import CELL, Cell, coordinates, known_issue, record_of
+from .session import active
+
+
+def cell_from_params(item: pytest.Item) -> Cell | None:
+    """The cell a parametrized item stands for, from its parameters (for an item that never reached its
+    check), or ``None`` for an item that is no cell of ours."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    sess = active(item.config)
+    if sess is None:
+        return None
+    if "ddtree_static_cell" in params:
+        from .static import static_coordinates
+
+        return Cell(static_coordinates(params["ddtree_static_cell"], item.nodeid))
+    if "ddtree_e2e_cell" in params:
+        from .e2e import e2e_coordinates
+
+        return Cell(e2e_coordinates(params["ddtree_e2e_cell"], sess.e2e_arch(), item.nodeid))
+    target, backend = params.get("ddtree_target"), params.get("ddtree_backend")
+    case_param = next((p for p in kernels.case_params() if p in params), None)
+    if target is None or backend is None or case_param is None:
+        return None
+    case = params[case_param]
+    record = kernels.get(params["ddtree_kernel"]) if "ddtree_kernel" in params else kernels.for_param(case_param)[0]
+    kernel = record.label_of(case)
+    return Cell(coordinates(target, backend, case, item.nodeid, kernel),
+                known_issue=known_issue(sess, target, backend, kernel, case))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = (yield).get_result()
+    if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return
+    cell = item.stash.get(CELL, None) or cell_from_params(item)
+    if cell is None:
+        return
+    if cell.verdict is None:  # the test never reached its check: a skip, or an error of ours
+        skipped = report.skipped and not hasattr(report, "wasxfail")  # an xfailed error is still an error
+        cell.verdict = Verdict("skip" if skipped else "error", str(report.longrepr)[:500])
+    report.user_properties += [("ddtree_outcome", cell.verdict.outcome), ("ddtree_tier", cell.tier)]
+    if cell.known_issue is not None and cell.verdict.outcome != "skip":
+        report.user_properties.append(("ddtree_known_issue", status(cell.verdict.outcome, cell.known_issue.id)))
+    sess = active(item.config)
+    if sess is not None and sess.writer is not None:
+        sess.writer.write(record_of(cell))

@@ -1,0 +1,220 @@
+"""The suite's per-session state (:class:`Suite`, in ``config.stash``: the plugin's only state) and
+when it comes to exist.
+
+Inert until asked: a session that passes no ``--ddtree-*`` option (nor sets a ``DDTREE_*`` variable
+they read), selects none of the suite's markers with ``-m``, and collects no test asking for a ddtree
+fixture never gets a :class:`Suite`: no environment change, no ``.ddtree/`` folder, no hypothesis
+profile, no thread cap (a project that merely has this package installed keeps its sessions as they
+were). Once asked, :func:`suite` creates it: GPUs detected, tier resolved, backends and the
+known-issues manifest loaded, ``TRITON_INTERPRET=1`` set on the interpret tier (before any SGLang
+kernel is imported: adapters import lazily), torch's threads capped in an xdist worker, and the
+suite's hypothesis profiles loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import pytest
+
+from .. import known_issues
+from ..arch import ARCHES, Gpu, detect_gpus
+from ..errors import DDTreeInputError
+from ..kernels import CaseContext, KernelRecord
+from ..tiers import Target, resolve_tier, targets_for
+from . import markers, options
+
+
+@dataclass
+class Suite:
+    """Per-session configuration and counters.
+
+    Attributes:
+        tier: ``interpret`` or ``device``.
+        profile: the verify grid's profile.
+        gpus, targets: what was detected and what cells run on.
+        backends: the selected backends.
+        case_files: ``--ddtree-case`` files (replacing the grid).
+        cases_dir: where failing cases are saved.
+        results: the results file (``None``: none); its writer is made on first use.
+    """
+
+    tier: str
+    profile: str
+    gpus: list[Gpu]
+    targets: list[Target]
+    backends: list
+    case_files: list[str]
+    cases_dir: Path
+    results: str | None
+    fsync: bool = False
+    resume: bool = False
+    resume_limit: int = 0
+    sanitize: str = ""
+    poisoned_by: str = ""
+    known: known_issues.Manifest = field(default_factory=known_issues.Manifest)
+    static: bool = True
+    static_cache: str = ""
+    attention_profile: str = "interpret"
+    e2e_dir: str = options.DEFAULT_E2E_DIR
+    e2e_selected: list = field(default_factory=list)
+
+    @cached_property
+    def writer(self):
+        """The :class:`~ddtree_compat.results.ResultsWriter` (``None`` without a results file)."""
+        from ..results import ResultsWriter, environment
+
+        if not self.results:
+            return None
+        return ResultsWriter(self.results, environment(self.tier, self.profile, self.known.as_env()), fsync=self.fsync)
+
+    def cases(self) -> tuple:
+        """The verify cases: the ``--ddtree-case`` files, else the profile's grid."""
+        from ..cases import VerifyCase, grid
+
+        if self.case_files:
+            return tuple(VerifyCase.load(p) for p in self.case_files)
+        return grid(self.profile)
+
+    @cached_property
+    def context(self) -> CaseContext:
+        return CaseContext(self.profile, self.cases(), self.attention_profile, bool(self.case_files))
+
+    def cases_of(self, record: KernelRecord) -> tuple:
+        """A record's cases for this session (cached per record)."""
+        cache = self.__dict__.setdefault("_record_cases", {})
+        if record.name not in cache:
+            cache[record.name] = tuple(record.cases(self.context))
+        return cache[record.name]
+
+    def static_cells(self) -> list:
+        from ..static.runner import static_cells
+
+        return static_cells(self.backends, self.cases()) if self.static else []
+
+    def e2e_arch(self) -> str:
+        """The arch the e2e servers run on (the first visible GPU), ``nogpu`` without one."""
+        return self.gpus[0].arch if self.gpus else "nogpu"
+
+
+SUITE = pytest.StashKey[Suite]()
+
+
+def active(config: pytest.Config) -> Suite | None:
+    """The session's suite if it exists (never creates one)."""
+    return config.stash.get(SUITE, None)
+
+
+def suite(config: pytest.Config) -> Suite:
+    """The session's suite, created (and its side effects applied) on first use.
+
+    Raises:
+        pytest.UsageError: a bad option, environment value, case file or manifest (one line).
+    """
+    existing = active(config)
+    if existing is not None:
+        return existing
+    try:
+        created = _create(config)
+    except DDTreeInputError as e:
+        raise pytest.UsageError(str(e)) from None
+    config.stash[SUITE] = created
+    _apply(config, created)
+    return created
+
+
+def _create(config: pytest.Config) -> Suite:
+    from .. import backends as backend_registry
+    from ..cases import VerifyCase, check_profile
+
+    gpus = detect_gpus()
+    tier = resolve_tier(config.getoption("ddtree_tier"), gpus)
+    if tier == "device" and not gpus:
+        raise DDTreeInputError("--ddtree-tier", "device", "interpret (or auto) on a host without a GPU", "no GPU visible")
+    profile = check_profile(config.getoption("ddtree_profile"))
+    chosen = backend_registry.resolve(config.getoption("ddtree_backend"))
+    case_files = config.getoption("ddtree_case")
+    for p in case_files:
+        VerifyCase.load(p)  # validate now: a bad case is a usage error, never a skipped cell
+    known = known_issues.load(config.getoption("ddtree_known_issues"))
+    targets = targets_for(tier, gpus)
+    _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
+    attention = config.getoption("ddtree_attention_profile")
+    created = Suite(tier, profile, gpus, targets, chosen, case_files, Path(config.getoption("ddtree_cases_dir")),
+                    config.getoption("ddtree_results") or None, fsync=config.getoption("ddtree_fsync"),
+                    resume=config.getoption("ddtree_resume"), sanitize=config.getoption("sanitize"), known=known,
+                    static=config.getoption("ddtree_static") == "on",
+                    static_cache=config.getoption("ddtree_static_cache"),
+                    attention_profile=tier if attention == "auto" else attention,
+                    e2e_dir=config.getoption("ddtree_e2e_dir"))
+    if created.resume and created.results:
+        from ..isolation import results_size
+
+        worker = getattr(config, "workerinput", None)  # every xdist worker reads the controller's snapshot
+        created.resume_limit = worker.get("ddtree_resume_limit", 0) if worker else results_size(created.results)
+    return created
+
+
+def _check_required(required: list[str], chosen: list, targets: list[Target]) -> None:
+    from ..backends import backend_unavailable
+
+    by_name = {b.name: b for b in chosen}
+    for name in required:
+        if name not in by_name:
+            raise DDTreeInputError("--ddtree-require-backend", name, ", ".join(by_name), "not among the selected backends")
+        for target in targets:
+            reason = backend_unavailable(by_name[name], target)
+            if reason:
+                raise DDTreeInputError("--ddtree-require-backend", name, "a backend that can run here",
+                                       f"unavailable on {target.id}: {reason}")
+
+
+def _apply(config: pytest.Config, created: Suite) -> None:
+    """The side effects of a suite: the interpreter switch, the worker thread cap, hypothesis profiles."""
+    from ..tiers import cap_worker_threads, enable_interpreter
+
+    if created.tier == "interpret":
+        enable_interpreter()
+    cap_worker_threads(getattr(config, "workerinput", None))
+    _hypothesis_profiles(config)
+
+
+def _hypothesis_profiles(config: pytest.Config) -> None:
+    try:
+        from hypothesis import HealthCheck, settings
+    except ImportError:
+        return
+    # ddtree_check_verify is function-scoped but keeps no per-example state (each example overwrites the
+    # node's verdict, so the recorded one is the final, shrunk example's).
+    suppressed = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+    settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None, print_blob=True,
+                              suppress_health_check=suppressed)
+    settings.register_profile("nightly", max_examples=2000, deadline=None, print_blob=True,
+                              suppress_health_check=suppressed)
+    if not config.getoption("hypothesis_profile", None):
+        settings.load_profile(os.environ.get("DDTREE_HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the markers; create the suite now only if the session asked for it by option or ``-m``."""
+    gpus = []
+    try:
+        gpus = detect_gpus()
+    except DDTreeInputError:
+        pass  # a bad DDTREE_FAKE_GPUS: reported as a usage error once the suite is asked for
+    markers.register(config, tuple((g.arch, f"detected compute capability {g.major}.{g.minor}")
+                                   for g in gpus if g.arch not in ARCHES))
+    if options.asked(config) or markers.selected(config.getoption("markexpr", "")):
+        suite(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Kill the static tier's compile workers, also after Ctrl-C (else they outlive pytest)."""
+    if active(config) is not None:
+        from ..static.runner import shutdown_pools
+
+        shutdown_pools()

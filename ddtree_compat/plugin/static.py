@@ -1,0 +1,55 @@
+"""The static tier's cells (:mod:`ddtree_compat.static`): a test asking for ``ddtree_static_cell`` is
+parametrized over arch x backend x the static entries of the kernels it implements x their
+specializations over the cases, marked ``static`` plus the arch and family markers, and judged by
+``ddtree_check_static``."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from ..outcomes import Verdict
+from ..tiers import STATIC
+from .cells import CELL, Cell
+from .markers import arch_marks
+from .session import suite
+
+
+def static_params(sess) -> list:
+    return [pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch)])
+            for cell in sess.static_cells()]
+
+
+def static_coordinates(cell, nodeid: str) -> dict:
+    """A static cell's fixed fields: kernel, tier ``static``, backend, compile-target arch, the
+    specialization as ``case_id``; no case coordinates."""
+    return dict(kernel=cell.entry.kernel, tier=STATIC, backend=cell.backend, arch=cell.arch, case_id=cell.spec.id,
+                budget=None, topology="", plant="", batch=None, block_size=None, mode="", layout="", nodeid=nodeid,
+                shape="")
+
+
+@pytest.fixture
+def ddtree_static_cache(request: pytest.FixtureRequest) -> str:
+    """The static tier's build cache directory (``--ddtree-static-cache``)."""
+    return suite(request.config).static_cache
+
+
+@pytest.fixture
+def ddtree_check_static(request: pytest.FixtureRequest, ddtree_static_cache: str):
+    """``check(cell)``: compile one static cell for its arch and judge it; fail or skip with the reason.
+
+    ``out of resources`` / ``illegal instruction`` / compile errors fail, naming kernel, config and arch.
+    """
+    from ..static.runner import run_static
+
+    def check(static_cell) -> Verdict:
+        cell = request.node.stash[CELL] = Cell(static_coordinates(static_cell, request.node.nodeid))
+        verdict = cell.verdict = run_static(static_cell, ddtree_static_cache)
+        if verdict.outcome == "skip":
+            pytest.skip(f"{static_cell.id}: {verdict.message}")
+        if verdict.outcome != "pass":
+            pytest.fail(f"{verdict.message}\nreplay: pytest {shlex.quote(request.node.nodeid)}", pytrace=False)
+        return verdict
+
+    return check

@@ -1,0 +1,78 @@
+"""The terminal summary: cells counted from their reports (``user_properties`` travel from xdist workers
+to the controller), one line per tier group, known issues, the results file."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+
+from ..outcomes import OUTCOMES
+from ..tiers import E2E, STATIC
+from .session import active, suite
+
+SHOWN = ("pass", "wrong", "zero-accept", "fault", "skip")
+"""Outcomes always spelled out in a summary line; others (``error``) only when they occur."""
+
+
+def _group(tier: str | None) -> str:
+    return tier if tier in (STATIC, E2E) else "grid"
+
+
+class Summary:
+    """Registered in every session; counts only reports that carry a ddtree outcome."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.counts: Counter = Counter()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        props = dict(report.user_properties)
+        if "ddtree_outcome" in props:
+            self.counts[(_group(props.get("ddtree_tier")), props["ddtree_outcome"])] += 1
+        if "ddtree_known_issue" in props:
+            self.counts[("known", props["ddtree_known_issue"])] += 1
+
+    def _line(self, group: str) -> str:
+        shown = [o for o in OUTCOMES if o in SHOWN or self.counts[(group, o)]]
+        return ", ".join(f"{self.counts[(group, o)]} {o}" for o in shown)
+
+    def _any(self, group: str) -> bool:
+        return any(self.counts[(group, o)] for o in OUTCOMES)
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        sess = active(config) or (suite(config) if self.counts else None)
+        if sess is None:
+            return
+        wanted = set(re.findall(r"\bsm\d+\b", config.getoption("markexpr", "") or ""))
+        missing = sorted(wanted - {g.arch for g in sess.gpus})
+        if missing and not self._any("grid"):
+            have = ", ".join(sorted({g.arch for g in sess.gpus})) or "none"
+            terminalreporter.write_sep("-", "ddtree-compat")
+            terminalreporter.write_line(f"no {', '.join(missing)} GPU on this host (detected: {have}): "
+                                        f"no device cells selected for -m {config.getoption('markexpr')!r}")
+        if not self.counts:
+            return
+        counts = self.counts
+        terminalreporter.write_sep("-", "ddtree-compat")
+        if self._any("grid"):
+            terminalreporter.write_line(f"grid cells: {self._line('grid')}  (tier {sess.tier}, profile "
+                                        f"{sess.profile}; property tests are counted by pytest only)")
+        if self._any(STATIC):
+            terminalreporter.write_line(f"static cells: {self._line(STATIC)}  (tier static, build cache "
+                                        f"{sess.static_cache})")
+        if self._any(E2E):
+            terminalreporter.write_line(f"e2e cells: {self._line(E2E)}  (real SGLang servers on "
+                                        f"{sess.e2e_arch()}; logs and captures in {sess.e2e_dir})")
+        if counts[("known", "xfail")] or counts[("known", "xpass")]:
+            terminalreporter.write_line(f"known issues: {counts[('known', 'xfail')]} failed as expected (xfail), "
+                                        f"{counts[('known', 'xpass')]} passed (XPASS(strict): fixed? update "
+                                        f"{sess.known.path})")
+        if sess.writer is not None:
+            terminalreporter.write_line(f"results: {sess.writer.path}  ->  python -m ddtree_compat report "
+                                        f"{sess.writer.path}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(Summary(config), "ddtree-summary")
