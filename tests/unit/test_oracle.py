@@ -153,11 +153,11 @@ def test_best_first_pops_paths_in_score_order(logits, budget, cap):
     assert all(tree.parents[i] < i for i in range(1, tree.num_nodes))
     assert tree.max_depth <= logits.shape[0]
     logp = torch.log_softmax(logits, dim=-1)
-    top = torch.topk(logp, k, dim=-1).indices if k else None
+    kth = torch.topk(logp, k, dim=-1).values[:, -1] if k else None  # the k-th best value per depth (ties allowed)
     scores = [0.0]
     for i in range(1, tree.num_nodes):
         d = tree.depths[i]
-        assert tree.tokens[i] in top[d - 1].tolist()
+        assert float(logp[d - 1, tree.tokens[i]]) >= float(kth[d - 1]) - 1e-12
         scores.append(scores[tree.parents[i]] + float(logp[d - 1, tree.tokens[i]]))
     assert all(a >= b - 1e-9 for a, b in zip(scores[1:], scores[2:]))
     if budget <= logits.shape[0] and k:
