@@ -111,6 +111,7 @@ CELL_CASE = pytest.StashKey[object]()
 CELL_KERNEL = pytest.StashKey[str]()
 E2E_CELL = pytest.StashKey[object]()
 E2E_EXCERPT = pytest.StashKey[str]()
+E2E_COORDS = pytest.StashKey[dict]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -344,18 +345,23 @@ def ddtree_e2e_session(request: pytest.FixtureRequest):
     return session
 
 
-def e2e_coordinates(cell, arch: str, nodeid: str) -> dict:
+def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "") -> dict:
     """A cell's fixed fields (tier ``e2e``): backend ``sglang-<algorithm>`` (``sglang-target`` without
-    speculation), budget = draft tokens - 1,
-    topology ``chain`` / ``tree-k<topk>`` / ``block``, plant = the draft's agreement, batch = concurrency,
-    mode ``graph`` / ``eager``."""
+    speculation; ``@<implementation>`` appended when the SGLang under test is named by repository and
+    commit, :mod:`ddtree_compat.e2e.implementation`), budget = draft tokens - 1 (DDTREE: the tree budget),
+    topology ``chain`` / ``tree-k<topk>`` / ``block`` / ``ddtree-spine`` / ``ddtree-tree`` (``-prune``,
+    ``-cpu`` when set), plant = the draft's agreement, batch = concurrency, mode ``graph`` / ``eager``."""
     c, p = cell.config, cell.phase
     if c.algorithm in ("EAGLE", "STANDALONE"):
         topology = "chain" if c.topk == 1 else f"tree-k{c.topk}"
     else:
-        topology = {"DFLASH": "block", "DDTREE": "ddtree"}.get(c.algorithm, "")
+        topology = {"DFLASH": "block-ddtree" if c.dflash_ddtree else "block",
+                    "DDTREE": f"ddtree-{c.mode}"}.get(c.algorithm, "")
+        topology += "".join(t for f, t in (("--is-ddtree-prune", "-prune"), ("--speculative-ddtree-cpu-build", "-cpu"))
+                            if f in c.flags)
     budget = c.budget if c.budget is not None else (c.draft_tokens - 1 if c.draft_tokens else None)
     backend = f"sglang-{c.algorithm.lower()}" if c.speculative else "sglang-target"
+    backend += f"@{implementation}" if implementation else ""
     return dict(kernel="generate", tier=E2E, backend=backend, arch=arch, case_id=cell.id,
                 budget=budget, topology=topology, plant=c.draft.agree.name if c.draft else "",
                 batch=p.concurrency, block_size=c.draft.block_size if c.algorithm in ("DFLASH", "DDTREE") else None,
@@ -376,8 +382,10 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
         if reason:
             node.stash[VERDICT] = Verdict("skip", reason)
             pytest.skip(f"{cell.id}: {reason}")
+        node.stash[E2E_COORDS] = e2e_coordinates(cell, suite.e2e_arch(), node.nodeid,
+                                                 ddtree_e2e_session.implementation_name())
         if suite.writer is not None:
-            suite.writer.start(e2e_coordinates(cell, suite.e2e_arch(), node.nodeid))
+            suite.writer.start(node.stash[E2E_COORDS])
         try:
             run = ddtree_e2e_session.run(cell)
         finally:
@@ -639,8 +647,8 @@ def _record_e2e(item: pytest.Item, report: pytest.TestReport, suite: Suite, cell
                           fault_class=None if skipped else "other")
     report.user_properties += [("ddtree_outcome", verdict.outcome), ("ddtree_tier", E2E)]
     if suite.writer is not None:
-        record = record_of(e2e_coordinates(cell, suite.e2e_arch(), item.nodeid), verdict,
-                           item.stash.get(CASE_PATH, ""))
+        coords = item.stash.get(E2E_COORDS, None) or e2e_coordinates(cell, suite.e2e_arch(), item.nodeid)
+        record = record_of(coords, verdict, item.stash.get(CASE_PATH, ""))
         record.log_excerpt = item.stash.get(E2E_EXCERPT, "")[:4000]
         suite.writer.write(record)
 
