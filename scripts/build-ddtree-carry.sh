@@ -16,10 +16,14 @@
 #          (the image's transformers 5.17.0 breaks `import sglang.launch_server` of these trees).
 #   impl/  each DDTree tree's tarball, and impls.tsv: name, repository, branch, commit (from the trees'
 #          README), so results name the implementation by repo and commit.
-# Output: OUT/ddt-1 .. OUT/ddt-N, each holding part files and stage.sh. On the device, carry each folder
-# in back-to-back calls (the machine keeps /tmp while warm, ~30 s):
+#   legacy (folder ddt-legacy, ~30 MB): sglang-kernel 0.4.3 (sm90 op library only) and flashinfer-python 0.6.12,
+#          the pins of the two older trees (dbguo-ddtree-dev, rancy-ddtree), which fail to import under 0.4.5
+#          (`cannot import name 'fp8_blockwise_scaled_mm' from 'sgl_kernel'`, H200 2026-12-01).
+# Output: OUT/ddt-1 .. OUT/ddt-N, each holding part files and stage.sh, and OUT/ddt-legacy. On the device,
+# carry each folder in back-to-back calls (the machine keeps /tmp while warm, ~30 s):
 #     calls 1..N-1: bash .carry/ddt-K/stage.sh
 #     call N:       bash .carry/ddt-N/stage.sh && bash scripts/ddtree-device-setup.sh && . /tmp/ddt/env.sh && ...
+# DDTREE_CARRY_PARTS="main legacy" (default) builds both; "legacy" alone rebuilds only ddt-legacy.
 set -euo pipefail
 OUT=${1:-.carry}
 IMPLS_DIR=${DDTREE_IMPLS_DIR:-../shared/ddtree-impls}
@@ -52,6 +56,25 @@ MANIFEST="rancy-ddtree-v2|rancy-ddtree-v2-433c58ed.tar.xz|github.com/Rancy-Wang/
 dbguo-ddtree-dev|dbguo-ddtree-dev-514ea1f3.tar.xz|github.com/DB-Guo/sglang-ddtree-dev|feature/ddtree-dev|514ea1f3ec39e006b2556bfed6c0c77c8fa0c531
 rancy-ddtree|rancy-ddtree-398fc2c7.tar.xz|github.com/Rancy-Wang/sglang|ddtree|398fc2c7261af88b93b772ab1c9d6c4dba612745"
 
+PARTS=${DDTREE_CARRY_PARTS:-main legacy}
+LEGACY_IMPLS="dbguo-ddtree-dev rancy-ddtree"
+if [[ " $PARTS " == *" legacy "* ]]; then
+  mkdir -p "$WORK/legacy/dl" "$WORK/legacy/site" "$WORK/legacy/b/whl" "$OUT/ddt-legacy"
+  # shellcheck disable=SC2086
+  $PIP download -q --no-deps $PLAT -d "$WORK/legacy/dl" sglang-kernel==0.4.3
+  # shellcheck disable=SC2086
+  $PIP download -q --no-deps $PLAT -d "$WORK/legacy/b/whl" flashinfer-python==0.6.12
+  unzip -q -o "$WORK"/legacy/dl/sglang_kernel-*.whl -d "$WORK/legacy/site" -x 'sgl_kernel/flash_ops.abi3.so' \
+    'sgl_kernel/flashmla_ops.abi3.so' 'sgl_kernel/infllm_ops*' 'sgl_kernel/sm100/*'
+  tar -C "$WORK/legacy/site" -cf - . | xz -T2 -6 > "$WORK/legacy/b/site.tar.xz"
+  echo "$LEGACY_IMPLS" > "$WORK/legacy/b/impls.txt"
+  tar -C "$WORK/legacy/b" -cf "$OUT/ddt-legacy/legacy.tar" .
+  cat > "$OUT/ddt-legacy/stage.sh" <<'STAGE'
+set -e; mkdir -p /tmp/ddt/legacy; cp "$(dirname "$0")"/legacy.tar /tmp/ddt/legacy/; echo "legacy staged"
+STAGE
+  du -sh "$OUT/ddt-legacy"
+fi
+[[ " $PARTS " == *" main "* ]] || exit 0
 mkdir -p "$WORK/dl" "$WORK/bundle/site" "$WORK/bundle/whl" "$WORK/bundle/impl"
 # shellcheck disable=SC2086
 $PIP download -q --no-deps $PLAT -d "$WORK/dl" "${SITE_PKGS[@]}"

@@ -36,5 +36,22 @@ EOF
   rm -rf "$ROOT/b" "$ROOT/parts"
   touch "$ROOT/.ok"
 fi
+# the older trees' pins (sglang-kernel 0.4.3, flashinfer 0.6.12), when scripts/build-ddtree-carry.sh's
+# ddt-legacy folder was staged: put in front of the shared site for those trees
+if [ -f "$ROOT/legacy/legacy.tar" ] && [ ! -f "$ROOT/legacy/.ok" ]; then
+  mkdir -p "$ROOT/legacy/b" "$ROOT/legacy/site" "$ROOT/legacy/whl"
+  tar -C "$ROOT/legacy/b" -xf "$ROOT/legacy/legacy.tar"
+  xz -d -T4 < "$ROOT/legacy/b/site.tar.xz" | tar -C "$ROOT/legacy/site" -xf -
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$ROOT/legacy/whl" \
+    "$ROOT"/legacy/b/whl/*.whl
+  for name in $(cat "$ROOT/legacy/b/impls.txt"); do
+    [ -f "$ROOT/impl/$name/env.sh" ] || continue
+    sed -i "s#^export PYTHONPATH=$ROOT/impl/$name/python:#export PYTHONPATH=$ROOT/impl/$name/python:$ROOT/legacy/site:$ROOT/legacy/whl:#" \
+      "$ROOT/impl/$name/env.sh"
+    echo "$name: sglang-kernel 0.4.3 and flashinfer 0.6.12 in front"
+  done
+  rm -rf "$ROOT/legacy/b" "$ROOT/legacy/legacy.tar"
+  touch "$ROOT/legacy/.ok"
+fi
 ls "$ROOT/impl"
 echo "ddtree site ready: . $ROOT/env.sh (or . $ROOT/impl/<name>/env.sh after it)"

@@ -6,7 +6,8 @@
 #   a: rancy-ddtree-v2, profile `ddtree` (the budget sweep, DFLASH, prune), DDTREE_E2E_PARALLEL_A servers at once
 #   b: dbguo-ddtree-dev, profile `dflash-ddtree` (DDTree inside the DFlash worker)
 #   c: rancy-ddtree,     profile `ddtree-smoke`
-# (E2E_SESSIONS="a b c" picks them). Each session is stopped at E2E_BUDGET_S seconds (default 420) so the
+#   d: rancy-ddtree-v2, profile `ddtree-boundary` (verify width B + 1 against the block size)
+# (E2E_SESSIONS="a b c" by default picks them). Each session is stopped at E2E_BUDGET_S seconds (default 420) so the
 # tarballs still get written inside a 10-minute call. Writes into OUT: <s>.jsonl, <s>-pytest.log and
 # <s>-captures.tar.gz per session (server logs, launch commands, per-phase captures; no checkpoints).
 set -uo pipefail
@@ -17,9 +18,9 @@ mkdir -p "$OUT"
 . "$ROOT/env.sh"
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
 export DDTREE_E2E_MEM_FRACTION=${DDTREE_E2E_MEM_FRACTION:-0.5}  # a cap (--max-total-tokens) bounds the pool
-declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree)
-declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke)
-declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3)
+declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=rancy-ddtree-v2)
+declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary)
+declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5)
 pids=()
 for s in ${E2E_SESSIONS:-a b c}; do
   impl=${IMPL[$s]}

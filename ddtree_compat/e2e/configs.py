@@ -20,6 +20,8 @@ Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for 
   8, 12, 13, 15, 16, 32, 64 with block size 16 and an always-agreeing draft, CUDA graphs on and off;
   negative controls at 8, 12 and 16; drafts agreeing on 3/4 and 7/8; the prune option; DFLASH (linear
   block of 16) always (graphs on and off) and on 3/4. 25 servers: two waves of 13 in one device call.
+* ``ddtree-boundary``: where the verify width ``B + 1`` meets the block size: budget 14 (block 16), budget 8
+  with the CPU tree build and follow, budget 8 with block 9 and 12 with block 13 (``B + 1 = block``).
 * ``ddtree-smoke``: four servers of the same kinds (a second DDTree implementation's column).
 * ``dflash-ddtree``: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, budget =
   block size - 1: blocks 9, 13 and 16) and plain DFLASH.
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from . import checkpoints as ck
 from .expect import PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase, rounds_for
 
-PROFILES = ("default", "full", "ddtree", "ddtree-smoke", "dflash-ddtree")
+PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree")
 NONE = "NONE"
 DDTREE = "DDTREE"
 START_TOKEN = 7
@@ -290,6 +292,12 @@ _DDTREE = [  # DFLASH first: its draft sampler's flashinfer JIT build (~90 s, on
     _ddtree(16, "always", True, PRUNE),
     _ddtree(64, "mod8", True, PRUNE),
 ]
+_DDTREE_BOUNDARY = [  # where the verify width B + 1 meets the block size (H200 2026-12-01: B <= 13 died at start)
+    _ddtree(14, "always", False),
+    _ddtree(8, "always", False, CPU_BUILD, CPU_FOLLOW),
+    _ddtree(8, "always", False, block=9),
+    _ddtree(12, "always", False, block=13),
+]
 _DDTREE_SMOKE = [
     _ddtree(8, "always", False),
     _ddtree(16, "always", True),
@@ -302,7 +310,8 @@ _DFLASH_DDTREE = [
     _dflash(13, "never", False, DFLASH_ENABLE_DDTREE),
     _dflash(16, "always", False),
 ]
-_PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDTREE, "ddtree-smoke": _DDTREE_SMOKE,
+_PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDTREE, "ddtree-boundary": _DDTREE_BOUNDARY,
+             "ddtree-smoke": _DDTREE_SMOKE,
              "dflash-ddtree": _DFLASH_DDTREE}
 
 
