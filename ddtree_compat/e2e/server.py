@@ -225,17 +225,33 @@ def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
     return prefill
 
 
-def free_port(taken: set[int] | None = None) -> int:
-    """A TCP port free on 127.0.0.1 now, not in ``taken`` (added to it)."""
+PORT_RANGE = (20000, 55535)
+"""Ports the servers get: DDTree trees of June-July 2026 (rancy-ddtree 398fc2c7, dbguo-ddtree-dev 514ea1f3) set
+their gRPC port to ``port + 10000`` and refuse to start above 65535 (``ServerArgs._handle_deprecated_args``:
+``SGLANG_GRPC_PORT (69511) must be between 1 and 65535``, seen on the H200 with ephemeral ports)."""
+
+
+def free_port(taken: set[int] | None = None, port_range: tuple[int, int] = PORT_RANGE) -> int:
+    """A TCP port in ``port_range`` (half-open) free on 127.0.0.1 now, not in ``taken`` (added to it).
+
+    Raises:
+        RuntimeError: none found in 200 tries.
+    """
+    import random
+
     taken = taken if taken is not None else set()
-    for _ in range(100):
+    for _ in range(200):
+        port = random.randrange(*port_range)
+        if port in taken:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in taken:
-            taken.add(port)
-            return port
-    raise RuntimeError("no free port found in 100 tries")
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+    raise RuntimeError(f"no free port in {port_range} found in 200 tries")
 
 
 class ServerStartError(RuntimeError):

@@ -60,7 +60,7 @@ def test_simulation_invariants(last, tokens, depth, period):
         assert e.correct_drafts == 0
 
 
-@pytest.mark.parametrize("profile", ["default", "full", "ddtree", "ddtree-smoke", "dflash-ddtree"])
+@pytest.mark.parametrize("profile", ["default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree"])
 def test_every_request_ends_on_a_round_boundary_and_stays_below_the_mask_token(profile):
     from ddtree_compat.e2e.dflash import LOOKBACK, MAX_CONTEXT
 

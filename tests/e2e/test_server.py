@@ -230,10 +230,11 @@ def test_server_env_drops_the_interpreter_and_keeps_the_path(monkeypatch):
     assert env["HF_HUB_OFFLINE"] == "1" and env["PYTHONUNBUFFERED"] == "1"
 
 
-def test_free_ports_are_distinct():
+def test_free_ports_are_distinct_and_leave_room_for_the_grpc_port():
     taken: set[int] = set()
     ports = [srv.free_port(taken) for _ in range(5)]
     assert len(set(ports)) == 5 and taken == set(ports)
+    assert all(p + 10000 <= 65535 for p in ports)  # older DDTree trees refuse port + 10000 > 65535
 
 
 def test_checkpoint_folder_names_match_the_plan(tmp_path):
