@@ -379,11 +379,11 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
         node = request.node
         node.stash[E2E_CELL] = cell
         reason = ddtree_e2e_session.reason(cell.config)
+        node.stash[E2E_COORDS] = e2e_coordinates(cell, suite.e2e_arch(), node.nodeid,
+                                                 ddtree_e2e_session.implementation_name())
         if reason:
             node.stash[VERDICT] = Verdict("skip", reason)
             pytest.skip(f"{cell.id}: {reason}")
-        node.stash[E2E_COORDS] = e2e_coordinates(cell, suite.e2e_arch(), node.nodeid,
-                                                 ddtree_e2e_session.implementation_name())
         if suite.writer is not None:
             suite.writer.start(node.stash[E2E_COORDS])
         try:
