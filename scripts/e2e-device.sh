@@ -5,6 +5,8 @@
 # e2e-captures.tar.gz (server logs, launch commands, per-phase captures: unpack into
 # tests/e2e/fixtures/captures/ to make them parsing fixtures). pytest is stopped at E2E_BUDGET_S seconds
 # (default 540) so the report and the tarball still get written inside a 10-minute call.
+# For a DDTree build of SGLang (DDTREE, and DFLASH with flashinfer) use scripts/build-ddtree-carry.sh,
+# scripts/ddtree-device-setup.sh and scripts/e2e-ddtree-device.sh instead (docs/e2e.md).
 set -uo pipefail
 OUT=${1:?usage: bash scripts/e2e-device.sh OUT_DIR}
 WORK=${E2E_WORK:-/tmp/e2e}

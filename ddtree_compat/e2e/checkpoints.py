@@ -27,13 +27,13 @@ Construction (the derivation is in ``docs/e2e.md``):
     norm) and ignores the target's hidden state.
   - STANDALONE (``Qwen3ForCausalLM``, 1 layer, own embedding and head:
     ``standalone_worker_v2``): final norm weight ``scale / sqrt(H/2)``, ``lm_head = W_target A``.
-  - DFLASH (``DFlashDraftModel``, SGLang ``models/dflash.py``): shares the target's embedding and head;
-    drafts come from the mask positions of the block (``dflash_worker_v2``: ``draft_hidden[:, 1:]``),
-    whose input is ``mask_token_id``; with o_proj / down_proj zero every draft is
-    ``succ(mask_token_id)``. With the mask token ``V - 1`` every draft is token 0, so a request
-    whose tokens stay below ``V - 1`` never accepts one.
+  - DFLASH (``DFlashDraftModel``, SGLang ``models/dflash.py``; DDTREE uses the same draft): shares
+    the target's embedding and head; its block's mask rows read the context through RoPE, one
+    position 65 back, and draft ``r + j`` at depth ``j`` on a consecutive context, through the same
+    map ``A`` (:mod:`.dflash` has the construction).
 
-Tensors are written in bfloat16 (every value here is exact in bfloat16).
+Tensors are written in bfloat16 (every value of the code, heads and maps is exact in
+bfloat16; the DFlash selector's RoPE phases are rounded, which its margin absorbs).
 """
 
 from __future__ import annotations
@@ -240,18 +240,6 @@ def standalone_tensors(shape: TinyShape, agree: Agreement, layers: int = 1, seed
     return out
 
 
-def dflash_tensors(shape: TinyShape, target_layer_ids: list[int], seed: int = 3) -> dict[str, torch.Tensor]:
-    """Weights of a DFlash draft (SGLang ``DFlashDraftModel``): one Qwen3-style layer, ``fc``
-    ``[H, K*H]`` (K target features), ``hidden_norm``, ``norm``; embedding and head are the target's."""
-    gen = torch.Generator().manual_seed(seed)
-    h = shape.hidden
-    out = _layer(shape, "layers.0", gen, qk_norm=True)
-    out["fc.weight"] = _rand(gen, h, len(target_layer_ids) * h)
-    out["hidden_norm.weight"] = torch.ones(h)
-    out["norm.weight"] = torch.ones(h)
-    return out
-
-
 def _shape_fields(shape: TinyShape, layers: int) -> dict:
     """The ``config.json`` fields a Qwen3 and a Llama (EAGLE) config take from the tiny shape alike."""
     return {
@@ -307,12 +295,20 @@ def eagle_config(shape: TinyShape) -> dict:
 
 def dflash_config(shape: TinyShape, block_size: int, target_layer_ids: list[int], mask_token_id: int) -> dict:
     """config.json of a DFlash draft (SGLang ``parse_dflash_draft_config``: ``block_size``,
-    ``dflash_config.target_layer_ids`` each ``<= target layers - 2``, ``mask_token`` and
-    ``mask_token_id`` (``< V``; required with ``--skip-tokenizer-init``))."""
+    ``dflash_config.target_layer_ids`` each ``< num_target_layers``, ``num_target_layers`` (the target's
+    layer count; without it SGLang takes the draft's own and rejects the ids), ``mask_token`` and
+    ``mask_token_id`` (``< V``; required with ``--skip-tokenizer-init``)); RoPE base
+    :data:`.dflash.ROPE_THETA`."""
+    from .dflash import ROPE_THETA
+
     cfg = _qwen3_config(shape, 1)
     cfg["architectures"] = ["DFlashDraftModel"]
     cfg["block_size"] = block_size
+    cfg["num_target_layers"] = shape.target_layers
+    cfg["rope_theta"] = ROPE_THETA
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": ROPE_THETA}
     cfg["dflash_config"] = {"block_size": block_size, "target_layer_ids": list(target_layer_ids),
+                            "num_target_layers": shape.target_layers,
                             "mask_token": "<|MASK|>", "mask_token_id": mask_token_id}
     return cfg
 
@@ -353,7 +349,7 @@ def load_checkpoint(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
 
 @dataclass(frozen=True)
 class DraftSpec:
-    """A draft checkpoint to write: algorithm family and agreement (``DFLASH``: never agrees)."""
+    """A draft checkpoint to write: algorithm family, agreement and (DFLASH, also used by DDTREE) block size."""
 
     algorithm: str
     agree: Agreement
@@ -362,7 +358,7 @@ class DraftSpec:
     @property
     def name(self) -> str:
         if self.algorithm == DFLASH:
-            return f"dflash-b{self.block_size}"
+            return f"dflash-b{self.block_size}-{self.agree.name}"
         return f"{self.algorithm.lower()}-{self.agree.name}"
 
 
@@ -383,7 +379,10 @@ def write_draft(root: str | Path, spec: DraftSpec, shape: TinyShape = TinyShape(
     if spec.algorithm == STANDALONE:
         return write_checkpoint(path, standalone_config(shape), standalone_tensors(shape, spec.agree))
     if spec.algorithm == DFLASH:
+        from .dflash import draft_tensors
+
         ids = dflash_layer_ids(shape)
-        return write_checkpoint(path, dflash_config(shape, spec.block_size, ids, shape.vocab - 1),
-                                dflash_tensors(shape, ids))
+        mask = shape.vocab - 1
+        return write_checkpoint(path, dflash_config(shape, spec.block_size, ids, mask),
+                                draft_tensors(shape, spec.agree, mask, ids))
     raise ValueError(f"draft algorithm {spec.algorithm!r}: expected {EAGLE}, {STANDALONE} or {DFLASH}")

@@ -8,38 +8,56 @@ Draft-token counts follow the kernel sweep: 9 and 13 tree nodes (budgets 8 and 1
 as chains (top-k 1: ``num_draft_tokens = num_steps + 1``, SGLang forces it) and as trees (top-k > 1).
 Every speculative config states its expected accept length per round (:func:`expected_accept`).
 
-``default`` (about 8 server launches, started together: fits one 10-minute device call):
+Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for this tier only):
 
-========================================  =====================================================
-target                                    no speculation: the lossless baseline, greedy = succ
-eagle-k1-s8-d9-always-eager               chain of 8 drafts (9 nodes), every one accepted: 9.00
-eagle-k1-s8-d9-never-eager                negative control: accept length exactly 1.00
-eagle-k1-s12-d13-always-graph             chain, 13 nodes, CUDA graphs: 13.00
-eagle-k4-s3-d9-mod2-eager                 tree, top-k 4, 9 nodes, draft agrees on half: 2.00
-eagle-k2-s6-d13-mod4-graph                tree, top-k 2, 13 nodes, agrees on 3/4, graphs: 4.00
-standalone-k1-s3-d4-always-eager          STANDALONE (1-layer Qwen3 draft): 4.00
-standalone-k1-s8-d9-mod4-graph            STANDALONE, 9 nodes, graphs: 4.00
-dflash-b16-never-eager                    DFLASH (skips without flashinfer): 1.00
-ddtree-b8-never-eager, ddtree-b12-...     DDTREE if the installed SGLang has it (0.5.23: skip)
-========================================  =====================================================
+* ``default`` (about 8 server launches on SGLang 0.5.23, started together: fits one 10-minute device
+  call): the target-only server; EAGLE chains of 9 and 13 nodes (always: 9.00 and 13.00), a negative
+  control (never: 1.00), EAGLE trees (top-k 4, 9 nodes, agreeing on half: 2.00; top-k 2, 13 nodes,
+  3/4: 4.00), STANDALONE (4.00); DFLASH block 16 (always: 16.00) and DDTREE budgets 8 (never: 1.00) and
+  12 (always: 13.00), which skip where the installed SGLang lacks them.
+* ``full``: more agreement x shape x graph combinations and a phase of eight concurrent clients.
+* ``ddtree``: the DDTree sweep for a DDTree build of SGLang (issue 19): DDTREE at budgets
+  8, 12, 13, 15, 16, 32, 64 with block size 16 and an always-agreeing draft, CUDA graphs on and off;
+  negative controls at 8, 12 and 16; drafts agreeing on 3/4 and 7/8; the prune option; DFLASH (linear
+  block of 16) always (graphs on and off) and on 3/4. 25 servers: two waves of 13 in one device call.
+* ``ddtree-boundary``: where the verify width ``B + 1`` meets the block size: budget 14 (block 16), budget 8
+  with the CPU tree build and follow, budget 8 with block 9 and 12 with block 13 (``B + 1 = block``).
+* ``ddtree-smoke``: four servers of the same kinds (a second DDTree implementation's column).
+* ``dflash-ddtree``: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, budget =
+  block size - 1: blocks 9, 13 and 16) and plain DFLASH.
 
-``full`` adds more agreement x shape x graph combinations and a phase of eight concurrent clients.
+DFLASH and DDTREE requests start with a prompt that is itself a run of successors
+(:func:`chain_prompt`): the positional DFlash draft reads the context 65 positions back
+(:mod:`.dflash`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 
 from . import checkpoints as ck
-from .expect import (RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase, mask_draft_accepts,
-                     rounds_for, PhaseExpectation)
+from .expect import PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase, rounds_for
 
-PROFILES = ("default", "full")
+PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree")
 NONE = "NONE"
 DDTREE = "DDTREE"
 START_TOKEN = 7
 """Prompts end on ``7 + 24 j``: ``-1 mod 8``, so the first root is ``0 mod 8`` (aligned for ``mod2/4/8``)."""
 START_STEP = 24
+CHAIN_PROMPT_LEN = 72
+"""Length of a DFLASH / DDTREE prompt (a run of successors): more than the draft's look-back of 65."""
+DFLASH_ENABLE_DDTREE = "--speculative-dflash-enable-ddtree"
+"""DDTree inside the DFlash worker (github.com/DB-Guo/sglang-ddtree-dev): budget = block size - 1."""
+PRUNE = "--is-ddtree-prune"
+CPU_BUILD = "--speculative-ddtree-cpu-build"
+CPU_FOLLOW = "--speculative-ddtree-cpu-follow"
+_FLAG_TAGS = {PRUNE: "prune", CPU_BUILD: "cpubuild", CPU_FOLLOW: "cpufollow", DFLASH_ENABLE_DDTREE: "ddtree"}
+
+
+def e2e_profile(suite_profile: str) -> str:
+    """The e2e tier's profile: ``DDTREE_E2E_PROFILE`` if set, else the suite's ``--ddtree-profile``."""
+    return os.environ.get("DDTREE_E2E_PROFILE") or suite_profile
 
 
 @dataclass(frozen=True)
@@ -62,14 +80,17 @@ class ServerConfig:
     """One server launch.
 
     Attributes:
-        id: ``<algo>-k<topk>-s<steps>-d<draft tokens>-<agreement>-<graph|eager>`` (``target``, ``dflash-b16-...``,
-            ``ddtree-b8-...``).
+        id: ``<algo>-k<topk>-s<steps>-d<draft tokens>-<agreement>-<graph|eager>`` (``target``,
+            ``dflash-b16-...``, ``ddtree-b8-spine-...``, ``ddtree-b32-tree-...-prune``).
         algorithm: ``NONE``, ``EAGLE``, ``STANDALONE``, ``DFLASH`` or ``DDTREE``.
-        draft: the draft checkpoint (``None`` for the target-only server).
+        draft: the draft checkpoint (``None`` for the target-only server); DFLASH and DDTREE drafts carry
+            the block size.
         steps, topk, draft_tokens: ``--speculative-num-steps``, ``--speculative-eagle-topk``,
             ``--speculative-num-draft-tokens`` (DFLASH: the block size; DDTREE: unused).
         cuda_graph: CUDA graphs on (captured up to the phases' batch size) or off.
-        budget: DDTREE ``--speculative-ddtree-budget``.
+        budget: DDTREE ``--speculative-ddtree-budget`` (non-root tree nodes B; verify width B + 1).
+        flags: extra switches passed as they are (``--is-ddtree-prune``, the CPU build / follow,
+            ``--speculative-dflash-enable-ddtree``); each must exist in the installed SGLang.
         phases: the cells of this server.
     """
 
@@ -82,40 +103,62 @@ class ServerConfig:
     cuda_graph: bool = False
     budget: int | None = None
     phases: tuple[Phase, ...] = field(default_factory=tuple, compare=False)
+    flags: tuple[str, ...] = ()
 
     @property
     def speculative(self) -> bool:
         return self.algorithm != NONE
 
     @property
+    def block_size(self) -> int | None:
+        """DFlash block (DFLASH and DDTREE): the bonus token and ``block_size - 1`` mask positions."""
+        return self.draft.block_size if self.algorithm in (ck.DFLASH, DDTREE) and self.draft else None
+
+    @property
+    def dflash_ddtree(self) -> bool:
+        """DDTree through the DFlash worker's ``--speculative-dflash-enable-ddtree``."""
+        return DFLASH_ENABLE_DDTREE in self.flags
+
+    @property
+    def mode(self) -> str:
+        """``spine`` when the tree budget fits the block's depths (``B <= block_size - 1``: a peaked draft's
+        best-first tree is its argmax chain, SGLang PR #29907's spine mode), ``tree`` above; ``""`` for
+        the other algorithms."""
+        if self.algorithm == DDTREE:
+            return "spine" if self.budget <= self.block_size - 1 else "tree"
+        return "spine" if self.dflash_ddtree else ""
+
+    @property
     def negative_control(self) -> bool:
         """A draft that never agrees with a tree/chain that could accept: accept length must be 1.00,
         and the zero-accept check must report it when judged against an agreeing draft."""
-        return self.draft is not None and self.draft.agree is ck.NEVER and self.algorithm in (ck.EAGLE, ck.STANDALONE)
+        return self.draft is not None and self.draft.agree is ck.NEVER
 
     @property
     def chain_depth(self) -> int:
-        """Drafts on the longest path a round can accept (see :mod:`.expect`)."""
+        """Drafts on the longest path a round can accept (see :mod:`.expect`): EAGLE / STANDALONE
+        ``min(steps, draft tokens - 1)``; DFLASH ``block - 1``; DDTREE ``min(B, block - 1)`` (a peaked draft's
+        best-first tree holds the argmax chain's first ``min(B, block - 1)`` depths before any other node)."""
         if self.algorithm in (ck.EAGLE, ck.STANDALONE):
             return min(self.steps, self.draft_tokens - 1)
         if self.algorithm == ck.DFLASH:
             return self.draft_tokens - 1
         if self.algorithm == DDTREE:
-            return min(self.budget, self.draft.block_size - 1)
+            return min(self.budget, self.block_size - 1)
         return 0
 
     @property
     def drafts_per_round(self) -> int:
-        """SGLang's accept-rate denominator per round: ``num_draft_tokens - 1``."""
+        """SGLang's accept-rate denominator per round: ``speculative_num_draft_tokens - 1`` (DDTREE: the
+        block size - 1, whatever the budget: ``tokenizer_manager._calculate_spec_decoding_metrics`` and the
+        ``Decode batch`` line of the DDTree trees)."""
         if self.algorithm == DDTREE:
-            return self.budget
+            return self.block_size - 1
         return (self.draft_tokens or 1) - 1
 
     def round_accepts(self, shape: ck.TinyShape) -> RoundAccepts | None:
         if not self.speculative:
             return None
-        if self.algorithm in (ck.DFLASH, DDTREE):
-            return mask_draft_accepts(shape.vocab - 1, self.chain_depth, shape.vocab)
         return chain_accepts(self.draft.agree, self.chain_depth, shape.vocab)
 
     def expectation(self, phase: Phase, shape: ck.TinyShape) -> PhaseExpectation:
@@ -124,9 +167,7 @@ class ServerConfig:
     def agreeing_twin(self) -> "ServerConfig":
         """The same shape with an always-agreeing draft (what a negative control is judged against to
         prove the zero-accept check fires)."""
-        from dataclasses import replace
-
-        return replace(self, id=self.id.replace("-never-", "-always-"), draft=ck.DraftSpec(self.algorithm, ck.ALWAYS))
+        return replace(self, id=self.id.replace("-never-", "-always-"), draft=replace(self.draft, agree=ck.ALWAYS))
 
     @property
     def max_batch(self) -> int:
@@ -136,8 +177,6 @@ class ServerConfig:
 def expected_accept(config: ServerConfig) -> int:
     """Accept length of every round of an aligned request (1 without speculation)."""
     if not config.speculative:
-        return 1
-    if config.algorithm in (ck.DFLASH, DDTREE):
         return 1
     return aligned_accept(config.draft.agree, config.chain_depth)
 
@@ -150,37 +189,63 @@ def prompt(j: int, vocab: int = 512) -> tuple[int, ...]:
     return filler + (last,)
 
 
+def chain_prompt(j: int, vocab: int = 512) -> tuple[int, ...]:
+    """DFLASH / DDTREE prompt ``j``: :data:`CHAIN_PROMPT_LEN` successive tokens ending on
+    ``START_TOKEN + 24 (j + 3)`` (``-1 mod 8``; the offset keeps the run from wrapping past ``V - 1``).
+    The positional DFlash draft reads the context 65 positions back, so the context must be a run."""
+    last = START_TOKEN + START_STEP * (j + 3)
+    return tuple((last - CHAIN_PROMPT_LEN + 1 + i) % vocab for i in range(CHAIN_PROMPT_LEN))
+
+
+def uses_chain_prompts(config: ServerConfig) -> bool:
+    return config.algorithm in (ck.DFLASH, DDTREE)
+
+
 def max_new_tokens(accept: int) -> int:
     """``1 + n * accept``: the request ends on a round boundary (no overshoot)."""
     return 1 + rounds_for(accept) * accept
 
 
-def _phases(accept: int, concurrencies: tuple[int, ...], vocab: int, fixed_tokens: int | None = None) -> tuple[Phase, ...]:
+def _phases(accept: int, concurrencies: tuple[int, ...], vocab: int, fixed_tokens: int | None = None,
+            prompt_fn=prompt) -> tuple[Phase, ...]:
     tokens = fixed_tokens or max_new_tokens(accept)
     phases, j = [], 0
     for c in concurrencies:
         n = 2 if c == 1 else c
-        reqs = tuple(RequestPlan(prompt(j + i, vocab), tokens) for i in range(n))
+        reqs = tuple(RequestPlan(prompt_fn(j + i, vocab), tokens) for i in range(n))
         phases.append(Phase("bs1" if c == 1 else f"c{c}", c, reqs))
         j += n
     return tuple(phases)
 
 
+def _graph(graph: bool) -> str:
+    return "graph" if graph else "eager"
+
+
 def _spec(algo: str, topk: int, steps: int, nodes: int, agree: str, graph: bool) -> ServerConfig:
     a = ck.agreement(agree)
-    return ServerConfig(f"{algo.lower()}-k{topk}-s{steps}-d{nodes}-{a.name}-{'graph' if graph else 'eager'}", algo,
+    return ServerConfig(f"{algo.lower()}-k{topk}-s{steps}-d{nodes}-{a.name}-{_graph(graph)}", algo,
                         ck.DraftSpec(algo, a), steps, topk, nodes, graph)
 
 
-def _dflash(block: int, graph: bool) -> ServerConfig:
-    return ServerConfig(f"dflash-b{block}-never-{'graph' if graph else 'eager'}", ck.DFLASH,
-                        ck.DraftSpec(ck.DFLASH, ck.NEVER, block), 1, 1, block, graph)
+def _dflash(block: int, agree: str, graph: bool, *flags: str) -> ServerConfig:
+    a = ck.agreement(agree)
+    tags = "".join(f"-{_FLAG_TAGS[f]}" for f in flags if f != DFLASH_ENABLE_DDTREE)
+    name = f"dflash-ddtree-n{block}" if DFLASH_ENABLE_DDTREE in flags else f"dflash-b{block}"
+    return ServerConfig(f"{name}-{a.name}-{_graph(graph)}{tags}", ck.DFLASH, ck.DraftSpec(ck.DFLASH, a, block),
+                        1, 1, block, graph, flags=tuple(flags))
 
 
-def _ddtree(budget: int, graph: bool) -> ServerConfig:
-    return ServerConfig(f"ddtree-b{budget}-never-{'graph' if graph else 'eager'}", DDTREE,
-                        ck.DraftSpec(ck.DFLASH, ck.NEVER, 16), None, None, None, graph, budget)
+def _ddtree(budget: int, agree: str, graph: bool, *flags: str, block: int = 16) -> ServerConfig:
+    a = ck.agreement(agree)
+    mode = "spine" if budget <= block - 1 else "tree"
+    tags = "".join(f"-{_FLAG_TAGS[f]}" for f in flags) + ("" if block == 16 else f"-n{block}")
+    return ServerConfig(f"ddtree-b{budget}-{mode}-{a.name}-{_graph(graph)}{tags}", DDTREE,
+                        ck.DraftSpec(ck.DFLASH, a, block), None, None, None, graph, budget, flags=tuple(flags))
 
+
+SWEEP_BUDGETS = (8, 12, 13, 15, 16, 32, 64)
+"""The field report's budgets (8 and 12 failed; 15, 16, 32 and 64 worked) and 13 (D = 14, odd)."""
 
 _DEFAULT = [
     _spec(ck.EAGLE, 1, 8, 9, "always", False),
@@ -190,11 +255,12 @@ _DEFAULT = [
     _spec(ck.EAGLE, 2, 6, 13, "mod4", True),
     _spec(ck.STANDALONE, 1, 3, 4, "always", False),
     _spec(ck.STANDALONE, 1, 8, 9, "mod4", True),
-    _dflash(16, False),
-    _ddtree(8, False),
-    _ddtree(12, False),
+    _dflash(16, "always", False),
+    _ddtree(8, "never", False),
+    _ddtree(12, "always", False),
 ]
 _FULL_EXTRA = [
+    _ddtree(12, "always", False, CPU_BUILD, CPU_FOLLOW),
     _spec(ck.EAGLE, 1, 8, 9, "mod4", True),
     _spec(ck.EAGLE, 1, 8, 9, "never", True),
     _spec(ck.EAGLE, 1, 12, 13, "mod8", False),
@@ -207,33 +273,77 @@ _FULL_EXTRA = [
     _spec(ck.STANDALONE, 2, 4, 9, "mod2", False),
     _spec(ck.STANDALONE, 1, 12, 13, "never", True),
     _spec(ck.STANDALONE, 1, 8, 9, "always", False),
-    _dflash(9, False),
-    _dflash(13, True),
-    _ddtree(15, True),
-    _ddtree(16, True),
-    _ddtree(32, True),
+    _dflash(9, "mod4", False),
+    _dflash(13, "never", True),
+    _ddtree(15, "always", True),
+    _ddtree(16, "mod8", True),
+    _ddtree(32, "always", True),
 ]
+_DDTREE = [  # DFLASH first: its draft sampler's flashinfer JIT build (~90 s, once) overlaps the first wave
+    _dflash(16, "always", False),
+    _dflash(16, "always", True),
+    _dflash(16, "mod4", False),
+    *[_ddtree(b, "always", g) for b in SWEEP_BUDGETS for g in (True, False)],
+    _ddtree(8, "never", True),
+    _ddtree(12, "never", True),
+    _ddtree(16, "never", False),
+    _ddtree(12, "mod4", True),
+    _ddtree(32, "mod8", False),
+    _ddtree(16, "always", True, PRUNE),
+    _ddtree(64, "mod8", True, PRUNE),
+]
+_DDTREE_BOUNDARY = [  # where the verify width B + 1 meets the block size (H200 2026-12-01: B <= 13 died at start)
+    _ddtree(14, "always", False),
+    _ddtree(8, "always", False, CPU_BUILD, CPU_FOLLOW),
+    _ddtree(8, "always", False, block=9),
+    _ddtree(12, "always", False, block=13),
+]
+_DDTREE_SMOKE = [
+    _ddtree(8, "always", False),
+    _ddtree(16, "always", True),
+    _ddtree(12, "never", False),
+    _dflash(16, "always", False),
+]
+_DFLASH_DDTREE = [
+    _dflash(16, "always", False, DFLASH_ENABLE_DDTREE),
+    _dflash(9, "always", False, DFLASH_ENABLE_DDTREE),
+    _dflash(13, "never", False, DFLASH_ENABLE_DDTREE),
+    _dflash(16, "always", False),
+]
+_PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDTREE, "ddtree-boundary": _DDTREE_BOUNDARY,
+             "ddtree-smoke": _DDTREE_SMOKE,
+             "dflash-ddtree": _DFLASH_DDTREE}
 
 
 def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape()) -> list[ServerConfig]:
     """The server configurations of ``profile``, each with its phases; the target-only server first.
 
-    The target-only server's requests cover every prompt the others send, with the most tokens any of
-    them asks for, so its outputs are the lossless baseline for all.
+    The target-only server's own cells use the EAGLE prompts; :func:`baseline_requests` gives the
+    requests whose outputs are the lossless baseline for every other server.
 
     Raises:
         ValueError: unknown profile.
     """
-    from dataclasses import replace
-
     if profile not in PROFILES:
         raise ValueError(f"e2e profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    conc = (1, 4) if profile == "default" else (1, 4, 8)
-    specs = _DEFAULT + (_FULL_EXTRA if profile == "full" else [])
-    out = [replace(c, phases=_phases(expected_accept(c), conc, shape.vocab)) for c in specs]
+    conc = (1, 4, 8) if profile == "full" else (1, 4)
+    out = [replace(c, phases=_phases(expected_accept(c), conc, shape.vocab,
+                                     prompt_fn=chain_prompt if uses_chain_prompts(c) else prompt))
+           for c in _PROFILES[profile]]
     longest = max(r.max_new_tokens for c in out for p in c.phases for r in p.requests)
     target = ServerConfig("target", NONE, phases=_phases(1, conc, shape.vocab, fixed_tokens=longest))
     return [target, *out]
+
+
+def baseline_requests(configs: list[ServerConfig]) -> tuple[RequestPlan, ...]:
+    """One request per distinct prompt of ``configs``, asking for the most tokens any of them asks for
+    (what the target-only server answers once: the lossless baseline)."""
+    most: dict[tuple, int] = {}
+    for c in configs:
+        for p in c.phases:
+            for r in p.requests:
+                most[r.prompt] = max(most.get(r.prompt, 0), r.max_new_tokens)
+    return tuple(RequestPlan(prompt, n) for prompt, n in most.items())
 
 
 def drafts(configs: list[ServerConfig]) -> list[ck.DraftSpec]:

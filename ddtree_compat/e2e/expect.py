@@ -12,8 +12,18 @@ tokens (the bonus included: SGLang's *accept length*), and the next root is ``r 
 
 For ``Agreement`` ``mod p`` and a root ``r`` with ``r mod p == 0`` (prompts end on ``t0 = -1 mod 8``),
 every round accepts ``k = min(p - 1, L)``: the accept length is ``min(p, L + 1)`` in every round,
-``L + 1`` for ``always`` and exactly 1 for ``never``. A DFlash draft whose mask token is ``V - 1``
-drafts token 0 at every depth: ``k = 1`` if ``r == V - 1``, else 0.
+``L + 1`` for ``always`` and exactly 1 for ``never``.
+
+DFLASH and DDTREE use the positional DFlash draft (:mod:`.dflash`): depth ``j`` of a block drafts ``r + j``
+exactly when the agreement agrees at ``r + j - 1``, so the same ``k(r)`` holds with ``L = block_size - 1``
+(DFLASH: a linear block, every depth verified) or ``L = min(B, block_size - 1)`` (DDTREE with budget
+``B``). For DDTREE this needs the tree to hold the agreeing prefix of the argmax chain: an agreeing
+depth's top-1 has log-probability ``> -2e-5`` and every other candidate ``< -15``, so a best-first build
+(paper Sec. 3; any tie-breaking) adds the chain's first ``min(B, L)`` depths before any other node; at a
+disagreeing depth ``succ`` is outside the top 63 while 63 candidates score ``-log 63`` each, so no tree
+of at most 64 nodes below it holds ``succ``. Pruning to the deepest chains keeps that prefix (every
+deepest node descends from it). ``tests/e2e/test_checkpoints.py`` checks the whole argument with the
+reference draft and the suite's best-first oracle at every budget of the sweep.
 
 What SGLang reports (sglang 0.5.23; ``managers/tokenizer_manager.py``,
 ``scheduler_components/batch_result_processor.py``, ``metrics_reporter.py``):
@@ -50,19 +60,6 @@ def chain_accepts(agree: Agreement, depth: int, vocab: int) -> RoundAccepts:
     def k(root: int) -> int:
         j = 0
         while j < depth and agree.agrees((root + j) % vocab):
-            j += 1
-        return j
-
-    return k
-
-
-def mask_draft_accepts(mask_token: int, depth: int, vocab: int) -> RoundAccepts:
-    """``k(r)`` for a DFlash draft that drafts ``succ(mask_token)`` at every depth."""
-    drafted = (mask_token + 1) % vocab
-
-    def k(root: int) -> int:
-        j = 0
-        while j < depth and (root + j + 1) % vocab == drafted:
             j += 1
         return j
 

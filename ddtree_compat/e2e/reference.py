@@ -8,9 +8,9 @@ draft's decoder layer). It runs every part of the network, attention included, s
 prove the greedy functions of :mod:`.checkpoints` hold for the whole model and not just on paper, in
 bfloat16 as the server computes them.
 
-Not modelled: the DFlash draft's context K/V (target features projected by ``fc``): with ``o_proj`` zero
-the attention output is zero whatever the keys and values, which
-``tests/e2e/test_checkpoints.py`` shows by perturbing the attention inputs.
+The DFlash draft's context (the target's captured features, projected by ``fc`` and ``hidden_norm``,
+as keys and values of every draft layer at their own positions) is modelled: the positional DFlash
+draft (:mod:`.dflash`) reads the context through RoPE, so its drafts depend on it.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ class Layer:
     eps: float
     theta: float
 
-    def attention(self, x: torch.Tensor, positions: torch.Tensor, causal: bool) -> torch.Tensor:
+    def qkv(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``q [T, heads, D]``, ``k`` and ``v [T, kv_heads, D]`` of ``x [T, H]``: projections, per-head q/k
+        RMSNorm (Qwen3), RoPE at ``positions`` (q and k)."""
         t = x.shape[0]
         q = (x @ self.w["self_attn.q_proj.weight"].T).view(t, self.heads, self.head_dim)
         k = (x @ self.w["self_attn.k_proj.weight"].T).view(t, self.kv_heads, self.head_dim)
@@ -61,14 +63,23 @@ class Layer:
         if "self_attn.q_norm.weight" in self.w:
             q = rms_norm(q, self.w["self_attn.q_norm.weight"], self.eps)
             k = rms_norm(k, self.w["self_attn.k_norm.weight"], self.eps)
-        q, k = rope(q, positions, self.theta), rope(k, positions, self.theta)
+        return rope(q, positions, self.theta), rope(k, positions, self.theta), v
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+        """Scaled-dot-product attention (float32 scores and softmax) of ``q [Tq, heads, D]`` over
+        ``k, v [Tk, kv_heads, D]`` (causal: the last ``Tq`` keys are the queries' own), then ``o_proj``."""
         rep = self.heads // self.kv_heads
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         scores = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * self.head_dim ** -0.5
         if causal:
-            scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
-        out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v.float()).reshape(t, -1).to(x.dtype)
+            tq, tk = q.shape[0], k.shape[0]
+            scores = scores.masked_fill(torch.ones(tq, tk, dtype=torch.bool).triu(tk - tq + 1), float("-inf"))
+        out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v.float()).reshape(q.shape[0], -1).to(q.dtype)
         return out @ self.w["self_attn.o_proj.weight"].T
+
+    def attention(self, x: torch.Tensor, positions: torch.Tensor, causal: bool) -> torch.Tensor:
+        q, k, v = self.qkv(x, positions)
+        return self.attend(q, k, v, causal)
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate = torch.nn.functional.silu(x @ self.w["mlp.gate_proj.weight"].T)
@@ -109,6 +120,17 @@ class CausalLM:
         for layer in self.layers:
             h = layer(h, pos)
         return rms_norm(h, self.norm, self.cfg["rms_norm_eps"])
+
+    def features(self, ids: list[int], layer_ids: list[int]) -> torch.Tensor:
+        """``[T, len(layer_ids) * H]``: the residual stream after each layer ``k`` of ``layer_ids``,
+        concatenated (what SGLang captures "before layer ``k + 1``" for a DFlash draft: hidden + residual)."""
+        pos = torch.arange(len(ids))
+        h = self.embed[torch.tensor(ids)]
+        out = {}
+        for i, layer in enumerate(self.layers):
+            h = layer(h, pos)
+            out[i] = h
+        return torch.cat([out[k] for k in layer_ids], -1)
 
     def logits(self, ids: list[int]) -> torch.Tensor:
         """``[T, V]`` float32 logits at every position."""
@@ -153,16 +175,36 @@ class EagleDraft(_DraftOnTarget):
 
 
 class DFlashDraft(_DraftOnTarget):
-    """A DFlash draft's decoder stack on one block, with the target's embedding and head."""
+    """A DFlash draft (SGLang ``models/dflash.py``) on one block, with the target's embedding and head and
+    the target's features of the context as extra keys and values in every layer."""
 
     def _own(self, tensors: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
         self.norm = tensors["norm.weight"].to(dtype)
+        self.fc = tensors["fc.weight"].to(dtype)
+        self.hidden_norm = tensors["hidden_norm.weight"].to(dtype)
+        self.layer_ids = list(self.cfg["dflash_config"]["target_layer_ids"])
+        self.mask_token_id = int(self.cfg["dflash_config"]["mask_token_id"])
 
-    def block_logits(self, block: list[int], start: int = 0) -> torch.Tensor:
-        """``[B, V]`` float32 logits of a block ``[bonus, mask, ..., mask]`` placed at ``start``; the
-        drafts are rows ``1 .. B-1`` (SGLang ``dflash_worker_v2``: ``draft_hidden[:, 1:]``)."""
+    def block_logits(self, context: list[int], bonus: int, block_size: int | None = None) -> torch.Tensor:
+        """``[block_size, V]`` float32 logits of the block ``[bonus, mask, ..., mask]`` placed right after
+        ``context`` (positions ``len(context) ..``). Rows ``1 .. block_size - 1`` are the drafts of depths
+        ``1 ..`` (``draft_hidden[:, 1:]``).
+
+        Every layer: queries, keys and values of the block from ``input_layernorm(h)`` at the block's
+        positions; keys and values of the context from ``hidden_norm(fc(features))`` (no
+        ``input_layernorm``) at positions ``0 .. len(context) - 1``; bidirectional attention over both
+        (``ENCODER_ONLY``); then the residual, the MLP and the final norm.
+        """
+        n = block_size or int(self.cfg["block_size"])
+        eps = self.cfg["rms_norm_eps"]
+        block = [int(bonus)] + [self.mask_token_id] * (n - 1)
+        ctx = rms_norm(self.target.features(list(context), self.layer_ids) @ self.fc.T, self.hidden_norm, eps)
+        ctx_pos = torch.arange(len(context))
+        pos = torch.arange(len(context), len(context) + n)
         h = self.target.embed[torch.tensor(block)]
-        pos = torch.arange(start, start + len(block))
         for layer in self.layers:
-            h = layer(h, pos, causal=False)
-        return (rms_norm(h, self.norm, self.cfg["rms_norm_eps"]) @ self.target.head.T).float()
+            q, k, v = layer.qkv(rms_norm(h, layer.w["input_layernorm.weight"], eps), pos)
+            _, kc, vc = layer.qkv(ctx, ctx_pos)
+            h = h + layer.attend(q, torch.cat([kc, k]), torch.cat([vc, v]), causal=False)
+            h = h + layer.mlp(rms_norm(h, layer.w["post_attention_layernorm.weight"], eps))
+        return (rms_norm(h, self.norm, eps) @ self.target.head.T).float()

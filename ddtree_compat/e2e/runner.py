@@ -425,6 +425,7 @@ def load_capture(folder: Path) -> tuple[ServerConfig, Phase, PhaseExpectation, O
 
     meta = json.loads((folder / "capture.json").read_text())
     c = dict(meta["config"])
+    c["flags"] = tuple(c.get("flags") or ())
     if c.get("draft"):
         d = c["draft"]
         c["draft"] = DraftSpec(d["algorithm"], Agreement(d["agree"]["name"], d["agree"]["period"]), d["block_size"])

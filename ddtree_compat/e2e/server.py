@@ -33,6 +33,7 @@ from pathlib import Path
 
 from . import checkpoints as ck
 from .configs import DDTREE, ServerConfig
+from .implementation import identify
 
 SERVER_MODULE = os.environ.get("DDTREE_E2E_SERVER_MODULE", "sglang.launch_server")
 """The module run as the server (``python -m SERVER_MODULE``). Another module is a stand-in (the CPU tests'
@@ -58,6 +59,20 @@ try:
     out["algorithms"] = [m.name for m in SpeculativeAlgorithm]
     for m in ("flashinfer", "flash_mla", "sgl_kernel", "uvicorn", "fastapi", "prometheus_client", "transformers"):
         out["modules"][m] = importlib.util.find_spec(m) is not None
+    import os
+    out["path"] = os.path.dirname(sglang.__file__)
+    try:  # the distribution whose files are this package (PEP 610 direct_url.json: a VCS install's commit)
+        import importlib.metadata as md
+        dist = md.distribution("sglang")
+        if os.path.realpath(str(dist.locate_file("sglang"))) == os.path.realpath(out["path"]):
+            out["dist_version"] = dist.version
+            text = dist.read_text("direct_url.json")
+            out["direct_url"] = json.loads(text) if text else None
+    except Exception:
+        pass
+    spec = importlib.util.find_spec("sglang.srt.speculative.eagle_worker_v2")
+    if spec is not None and spec.origin:  # SGLang 0.5.23 imports FlashMLABackend when it captures draft graphs
+        out["eagle_graphs_import_flash_mla"] = "FlashMLABackend" in open(spec.origin, encoding="utf-8").read()
     importlib.import_module("sglang.srt.entrypoints.http_server")
 except BaseException as e:
     out["error"] = f"{type(e).__name__}: {e}"[:600]
@@ -75,6 +90,10 @@ class Capabilities:
         algorithms: ``SpeculativeAlgorithm`` member names.
         modules: optional modules -> importable (``flashinfer``, ``sgl_kernel``, ...).
         error: why the probe (or the HTTP server import) failed, else ``None``.
+        implementation: :meth:`.implementation.Implementation.as_json` of the imported ``sglang``
+            (repository and commit where known).
+        eagle_graphs_import_flash_mla: the EAGLE worker imports ``FlashMLABackend`` while it captures the
+            draft's CUDA graphs (SGLang 0.5.23), so EAGLE / STANDALONE graphs need ``flash_mla``.
     """
 
     sglang: str | None = None
@@ -82,6 +101,8 @@ class Capabilities:
     algorithms: tuple[str, ...] = ()
     modules: dict[str, bool] = field(default_factory=dict)
     error: str | None = None
+    implementation: dict = field(default_factory=dict)
+    eagle_graphs_import_flash_mla: bool = True
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -110,8 +131,11 @@ def probe(env: dict[str, str] | None = None, python: str = sys.executable, timeo
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         return Capabilities(error=f"probe exited {proc.returncode}: {' | '.join(tail)[:600]}")
     d = json.loads(line[len("DDTREE_PROBE "):])
+    impl = identify(d.get("path") or "", d.get("dist_version") or d.get("sglang"), d.get("direct_url"),
+                    server_env(env))
     return Capabilities(d.get("sglang"), frozenset(d.get("flags", ())), tuple(d.get("algorithms", ())),
-                        d.get("modules", {}), d.get("error"))
+                        d.get("modules", {}), d.get("error"), impl.as_json(),
+                        bool(d.get("eagle_graphs_import_flash_mla", True)))
 
 
 def unavailable_reason(config: ServerConfig, caps: Capabilities) -> str:
@@ -125,7 +149,8 @@ def unavailable_reason(config: ServerConfig, caps: Capabilities) -> str:
         if config.algorithm == ck.DFLASH and not caps.modules.get("flashinfer"):
             return ("DFLASH needs flashinfer, which does not import here: its draft sampling calls "
                     "flashinfer.sampling.top_p_renorm_probs on CUDA (sglang/kernels/ops/sampling/renorm.py)")
-        if config.cuda_graph and not caps.modules.get("flash_mla"):
+        if (config.cuda_graph and config.algorithm in (ck.EAGLE, ck.STANDALONE) and caps.eagle_graphs_import_flash_mla
+                and not caps.modules.get("flash_mla")):
             return ("speculative CUDA graphs need flash_mla, which does not import here: capturing the draft "
                     "graphs imports FlashMLABackend whatever the attention backend "
                     "(sglang/srt/speculative/eagle_worker_v2.py, _capture_cuda_graphs)")
@@ -147,14 +172,16 @@ def _required_flags(config: ServerConfig) -> list[str]:
         flags += ["--speculative-num-draft-tokens"]
     if config.algorithm == DDTREE:
         flags += ["--speculative-ddtree-budget"]
-    return flags
+    return flags + list(config.flags)
 
 
 def server_argv(config: ServerConfig, caps: Capabilities, target: Path, draft: Path | None, port: int,
                 nccl_port: int | None = None, python: str = sys.executable) -> list[str]:
     """``python -m sglang.launch_server ...`` for ``config`` (flags known to work on the lent H200:
     ``../shared/device-sglang/README.md``). Radix cache off (its Rust extension panics there); greedy
-    requests need no tokenizer; one ``Decode batch`` line per decode batch; metrics on."""
+    requests need no tokenizer; one ``Decode batch`` line per decode batch; metrics on. DDTREE adds
+    ``--speculative-ddtree-budget B`` and the block size (``--speculative-ddtree-block-size`` where it
+    exists), then ``config.flags`` (prune, CPU build / follow, ``--speculative-dflash-enable-ddtree``)."""
     argv = [python, "-m", SERVER_MODULE, "--model-path", str(target), "--host", "127.0.0.1",
             "--port", str(port), "--attention-backend", "triton", "--sampling-backend", "pytorch",
             "--disable-radix-cache", "--skip-tokenizer-init", "--dtype", "bfloat16",
@@ -177,7 +204,10 @@ def server_argv(config: ServerConfig, caps: Capabilities, target: Path, draft: P
         argv += ["--speculative-num-draft-tokens", str(config.draft_tokens)]
     elif config.algorithm == DDTREE:
         argv += ["--speculative-ddtree-budget", str(config.budget)]
-    return argv
+        block = "--speculative-ddtree-block-size" if caps.has("--speculative-ddtree-block-size") else \
+            "--speculative-num-draft-tokens"
+        argv += [block, str(config.block_size)]
+    return argv + list(config.flags)
 
 
 def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
@@ -186,23 +216,42 @@ def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
             return ["--disable-cuda-graph"]
         return ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
     bs = str(max(8, config.max_batch))
+    # prefill graphs are not under test (decode / verify graphs are); off where the flag exists, as the
+    # DDTree build was seen serving on the H200 (../shared/device-sglang/README.md)
+    prefill = ["--cuda-graph-backend-prefill", "disabled"] if caps.has("--cuda-graph-backend-prefill") else []
     for flag in ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"):
         if caps.has(flag):
-            return [flag, bs]
-    return []
+            return [flag, bs, *prefill]
+    return prefill
 
 
-def free_port(taken: set[int] | None = None) -> int:
-    """A TCP port free on 127.0.0.1 now, not in ``taken`` (added to it)."""
+PORT_RANGE = (20000, 55535)
+"""Ports the servers get: DDTree trees of June-July 2026 (rancy-ddtree 398fc2c7, dbguo-ddtree-dev 514ea1f3) set
+their gRPC port to ``port + 10000`` and refuse to start above 65535 (``ServerArgs._handle_deprecated_args``:
+``SGLANG_GRPC_PORT (69511) must be between 1 and 65535``, seen on the H200 with ephemeral ports)."""
+
+
+def free_port(taken: set[int] | None = None, port_range: tuple[int, int] = PORT_RANGE) -> int:
+    """A TCP port in ``port_range`` (half-open) free on 127.0.0.1 now, not in ``taken`` (added to it).
+
+    Raises:
+        RuntimeError: none found in 200 tries.
+    """
+    import random
+
     taken = taken if taken is not None else set()
-    for _ in range(100):
+    for _ in range(200):
+        port = random.randrange(*port_range)
+        if port in taken:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in taken:
-            taken.add(port)
-            return port
-    raise RuntimeError("no free port found in 100 tries")
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        taken.add(port)
+        return port
+    raise RuntimeError(f"no free port in {port_range} found in 200 tries")
 
 
 class ServerStartError(RuntimeError):

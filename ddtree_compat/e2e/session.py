@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..arch import Gpu
 from . import checkpoints as ck
-from .configs import Phase, ServerConfig, drafts, plan
+from .configs import Phase, ServerConfig, baseline_requests, drafts, e2e_profile, plan
 from .expect import PhaseExpectation
 from .runner import Judgement, Observation, judge, judge_negative_control, run_phase, save_capture
 from .server import (DEFAULTS, SERVER_MODULE, Capabilities, ServerProcess, ServerStartError, free_port, probe,
@@ -47,8 +47,9 @@ class E2ECell:
 
 
 def cells(profile: str) -> list[E2ECell]:
-    """Every cell of ``profile``, the target-only server's first."""
-    return [E2ECell(c, p) for c in plan(profile) for p in c.phases]
+    """Every cell of ``profile`` (``DDTREE_E2E_PROFILE`` wins: :func:`.configs.e2e_profile`), the
+    target-only server's first."""
+    return [E2ECell(c, p) for c in plan(e2e_profile(profile)) for p in c.phases]
 
 
 @dataclass
@@ -65,8 +66,8 @@ class E2ESession:
 
     def __init__(self, root: str | Path, profile: str, gpus: list[Gpu], shape: ck.TinyShape = ck.TinyShape()):
         self.root = Path(root)
-        self.profile, self.gpus, self.shape = profile, gpus, shape
-        self.configs = {c.id: c for c in plan(profile)}
+        self.profile, self.gpus, self.shape = e2e_profile(profile), gpus, shape
+        self.configs = {c.id: c for c in plan(self.profile)}
         self.pending: Counter = Counter()
         self.order: list[str] = []
         self.servers: dict[str, ServerProcess] = {}
@@ -111,9 +112,15 @@ class E2ESession:
             self._caps = probe(self.env)
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / "capabilities.json").write_text(json.dumps(
-                {"sglang": self._caps.sglang, "algorithms": self._caps.algorithms, "modules": self._caps.modules,
+                {"sglang": self._caps.sglang, "implementation": self._caps.implementation,
+                 "algorithms": self._caps.algorithms, "modules": self._caps.modules,
                  "error": self._caps.error, "flags": sorted(self._caps.flags)}, indent=1))
         return self._caps
+
+    def implementation_name(self) -> str:
+        """Short name of the SGLang the servers run (``""`` before the probe ran, or for a release named by
+        its version only): :mod:`.implementation`."""
+        return (self._caps.implementation or {}).get("name", "") if self._caps is not None else ""
 
     def reason(self, config: ServerConfig) -> str:
         """Why ``config`` cannot run here (``""`` when it can): host, probe, flags, algorithm, modules."""
@@ -140,9 +147,11 @@ class E2ESession:
                            port, nccl)
         folder = self.root / "servers" / config.id
         folder.mkdir(parents=True, exist_ok=True)
-        keep = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK", "HF_HUB_OFFLINE")
+        keep = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK", "HF_HUB_OFFLINE",
+                "DDTREE_E2E_IMPL", "FLASHINFER_WORKSPACE_BASE")
         (folder / "launch.json").write_text(json.dumps({
             "argv": argv, "env": {k: self.env.get(k) for k in keep}, "sglang": self.caps.sglang,
+            "implementation": self.caps.implementation,
             "defaults": DEFAULTS, "config": config.id}, indent=1))
         self.servers[config.id] = ServerProcess(config.id, argv, self.env, folder / "server.log", port).start()
 
@@ -201,7 +210,7 @@ class E2ESession:
             else:
                 try:
                     s = self.server(target)
-                    reqs = [r for p in target.phases for r in p.requests]
+                    reqs = list(baseline_requests(list(self.configs.values())))
                     phase = Phase("baseline", len(reqs), tuple(reqs))
                     obs = run_phase(s, phase, REQUEST_S, first=False)
                     verdict = judge(target, phase, target.expectation(phase, self.shape), obs).verdict

@@ -32,17 +32,23 @@ def e2e_params(sess) -> list:
             for c in cells(sess.profile)]
 
 
-def e2e_coordinates(cell, arch: str, nodeid: str) -> dict:
+def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "") -> dict:
     """A cell's fixed fields (tier ``e2e``): backend ``sglang-<algorithm>`` (``sglang-target`` without
-    speculation), budget = draft tokens - 1, topology ``chain`` / ``tree-k<topk>`` / ``block``, plant = the
-    draft's agreement, batch = concurrency, mode ``graph`` / ``eager``."""
+    speculation; ``@<implementation>`` appended when the SGLang under test is named by repository and
+    commit, :mod:`ddtree_compat.e2e.implementation`), budget = draft tokens - 1 (DDTREE: the tree budget),
+    topology ``chain`` / ``tree-k<topk>`` / ``block`` / ``ddtree-spine`` / ``ddtree-tree`` (``-prune``,
+    ``-cpu`` when set), plant = the draft's agreement, batch = concurrency, mode ``graph`` / ``eager``."""
     c, p = cell.config, cell.phase
     if c.algorithm in ("EAGLE", "STANDALONE"):
         topology = "chain" if c.topk == 1 else f"tree-k{c.topk}"
     else:
-        topology = {"DFLASH": "block", "DDTREE": "ddtree"}.get(c.algorithm, "")
+        topology = {"DFLASH": "block-ddtree" if c.dflash_ddtree else "block",
+                    "DDTREE": f"ddtree-{c.mode}"}.get(c.algorithm, "")
+        topology += "".join(t for f, t in (("--is-ddtree-prune", "-prune"), ("--speculative-ddtree-cpu-build", "-cpu"))
+                            if f in c.flags)
     budget = c.budget if c.budget is not None else (c.draft_tokens - 1 if c.draft_tokens else None)
     backend = f"sglang-{c.algorithm.lower()}" if c.speculative else "sglang-target"
+    backend += f"@{implementation}" if implementation else ""
     return dict(kernel="generate", tier=E2E, backend=backend, arch=arch, case_id=cell.id,
                 budget=budget, topology=topology, plant=c.draft.agree.name if c.draft else "",
                 batch=p.concurrency, block_size=c.draft.block_size if c.algorithm in ("DFLASH", "DDTREE") else None,
@@ -79,7 +85,8 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
     def check(e2e_cell):
         sess = suite(request.config)
         node = request.node
-        cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid))
+        cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid,
+                                                       ddtree_e2e_session.implementation_name()))
         reason = ddtree_e2e_session.reason(e2e_cell.config)
         if reason:
             cell.verdict = Verdict("skip", reason)

@@ -2,7 +2,7 @@
 e2e tier's orchestration (probe, launch, readiness, phases, judging, recording, teardown) runs in CI.
 
 It reads the target and the draft with :mod:`ddtree_compat.e2e.reference` (so the draft's agreement comes
-from its weights, not from its name), simulates verify rounds with :mod:`ddtree_compat.e2e.expect`, and
+from its weights, not from its name; DFLASH / DDTREE: the DFlash draft's block on a chain context), simulates verify rounds with :mod:`ddtree_compat.e2e.expect`, and
 reports them the way SGLang does: ``output_ids`` and ``meta_info``, one ``Decode batch`` log line per
 round, ``/metrics`` counters and gauge, ``/server_info``. ``FAKE_SGLANG_MODES="draft=mode,..."`` makes the
 server of a draft checkpoint (folder name, e.g. ``eagle-always``) misbehave: ``zero-accept`` (no draft
@@ -25,19 +25,24 @@ FLAGS = ["--model-path", "--host", "--port", "--attention-backend", "--sampling-
          "--skip-tokenizer-init", "--dtype", "--mem-fraction-static", "--max-total-tokens", "--enable-metrics",
          "--decode-log-interval", "--max-running-requests", "--random-seed", "--nccl-port", "--disable-cuda-graph",
          "--cuda-graph-max-bs-decode", "--speculative-algorithm", "--speculative-draft-model-path",
-         "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"]
+         "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+         "--speculative-ddtree-budget", "--speculative-ddtree-block-size", "--is-ddtree-prune",
+         "--speculative-ddtree-cpu-build", "--speculative-ddtree-cpu-follow"]
 
 
 def main() -> None:
     if "--ddtree-probe" in sys.argv:
         print("DDTREE_PROBE " + json.dumps({"sglang": "fake", "flags": FLAGS, "error": None,
-                                            "algorithms": ["EAGLE", "STANDALONE", "DFLASH", "NONE"],
-                                            "modules": {"flashinfer": False, "flash_mla": True}}))
+                                            "algorithms": ["EAGLE", "STANDALONE", "DFLASH", "DDTREE", "NONE"],
+                                            "modules": {"flashinfer": os.environ.get("FAKE_SGLANG_FLASHINFER") == "1",
+                                                        "flash_mla": True},
+                                            "path": "", "eagle_graphs_import_flash_mla": True}))
         return
     ap = argparse.ArgumentParser()
     for f in ("--model-path", "--speculative-algorithm", "--speculative-draft-model-path"):
         ap.add_argument(f)
-    for f in ("--port", "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"):
+    for f in ("--port", "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+              "--speculative-ddtree-budget", "--speculative-ddtree-block-size"):
         ap.add_argument(f, type=int)
     ap.add_argument("--disable-cuda-graph", action="store_true")
     args, _ = ap.parse_known_args()
@@ -75,6 +80,23 @@ def main() -> None:
                 return 0
             k = 0
             while k < depth and agree[(root + k) % vocab]:
+                k += 1
+            return k
+
+    if args.speculative_algorithm in ("DFLASH", "DDTREE"):  # the positional DFlash draft on a chain context
+        from ddtree_compat.e2e.reference import DFlashDraft
+
+        dflash = DFlashDraft(args.speculative_draft_model_path, target)
+        block = args.speculative_ddtree_block_size or args.speculative_num_draft_tokens
+        depth = block - 1 if args.speculative_algorithm == "DFLASH" else min(args.speculative_ddtree_budget, block - 1)
+        dpr = block - 1
+
+        def accepts(root: int) -> int:
+            if mode in ("zero-accept", "fault"):
+                return 0
+            drafts = dflash.block_logits([(root - 72 + i) % vocab for i in range(72)], root, block)[1:].argmax(-1)
+            k = 0
+            while k < depth and int(drafts[k]) == (root + k + 1) % vocab:
                 k += 1
             return k
 

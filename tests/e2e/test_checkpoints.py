@@ -90,17 +90,99 @@ def test_agreement_fraction_and_names():
         ck.agreement("mod3")
 
 
-def test_dflash_draft_drafts_successor_of_the_mask_token(root, target):
-    """Block [bonus, mask, ...]: every draft row (1..B-1) is succ(mask) = 0, whatever the bonus."""
-    spec = ck.DraftSpec(ck.DFLASH, ck.NEVER, 16)
-    path = ck.write_draft(root, spec, SHAPE)
-    cfg = json.loads((path / "config.json").read_text())
-    mask = cfg["dflash_config"]["mask_token_id"]
-    assert mask == V - 1 and all(i <= SHAPE.target_layers - 2 for i in cfg["dflash_config"]["target_layer_ids"])
-    draft = DFlashDraft(path, target)
-    for bonus in (7, 100, 300):
-        drafts = draft.block_logits([bonus] + [mask] * 15, start=40).argmax(-1)[1:]
-        assert drafts.tolist() == [0] * 15
+def _chain(root_token: int, n: int) -> list[int]:
+    """A consecutive context of ``n`` tokens ending right before ``root_token`` (what the chain prompts and
+    the target's own continuation give the DFlash draft)."""
+    return [(root_token - n + i) % V for i in range(n)]
+
+
+DFLASH_AGREEMENTS = [ck.ALWAYS, ck.NEVER, ck.agreement("mod4"), ck.agreement("mod8")]
+
+
+@pytest.fixture(scope="module")
+def dflash_drafts(root, target):
+    return {a.name: DFlashDraft(ck.write_draft(root, ck.DraftSpec(ck.DFLASH, a, 16), SHAPE), target)
+            for a in DFLASH_AGREEMENTS}
+
+
+@pytest.mark.parametrize("agree", DFLASH_AGREEMENTS, ids=lambda a: a.name)
+def test_dflash_draft_agrees_at_each_depth_where_designed(dflash_drafts, agree):
+    """Block [r, mask, ...] after a consecutive context: depth j drafts r + j with probability ~1 where the
+    agreement agrees at r + j - 1; elsewhere r + j is outside the top 63 (any DDTree width up to 64)."""
+    draft = dflash_drafts[agree.name]
+    for root_token, n in ((80, 72), (263, 150), (9, 200), (500, 400)):
+        logits = draft.block_logits(_chain(root_token, n), root_token)[1:]
+        tokens = [(root_token + j - 1) % V for j in range(1, 16)]  # depth j predicts succ of r + j - 1
+        _check_draft(logits, tokens, agree)
+        for t, row in zip(tokens, logits):
+            if not agree.agrees(t):
+                assert int((row > row[(t + 1) % V]).sum()) >= 63, (root_token, t)
+
+
+def test_dflash_draft_reads_the_context_65_positions_back(dflash_drafts):
+    """The drafts follow the context, not the bonus token: a context that is not a run gives other drafts,
+    and a run shifted by 64 behind the block gives the run's own continuation."""
+    from ddtree_compat.e2e.dflash import LOOKBACK
+
+    draft = dflash_drafts["always"]
+    ctx = _chain(300, 100)
+    ctx[100 + 3 - LOOKBACK] = 17  # the position depth 3 reads (p + 3 - 65)
+    drafts = draft.block_logits(ctx, 300)[1:].argmax(-1).tolist()
+    assert drafts[2] == (17 + 64 + 1) % V and drafts[:2] + drafts[3:] == [(300 + j) % V for j in (1, 2, *range(4, 16))]
+    assert draft.block_logits(ctx, 7)[1:].argmax(-1).tolist() == drafts  # the bonus token is not read
+
+
+def test_dflash_selector_margin():
+    """The RoPE score of the selected key beats every other context key by at least SELECTOR_MARGIN of the
+    peak over MAX_CONTEXT positions (here: in float64, from the construction's constants)."""
+    from ddtree_compat.e2e import dflash
+
+    assert dflash.selector_margin() >= dflash.SELECTOR_MARGIN
+    assert 8 * dflash.QK_GAIN ** 2 * dflash.SELECTOR_MARGIN >= 30  # nats: one key takes the whole softmax
+    d = torch.arange(2, dflash.MAX_CONTEXT + 1)
+    assert int(d[dflash.selector_scores(d).argmax()]) == dflash.LOOKBACK
+
+
+def test_dflash_shift_is_the_a_digit_rotation():
+    from ddtree_compat.e2e.dflash import a_digit_shift
+
+    code = ck.token_code(SHAPE)
+    assert torch.equal(code @ a_digit_shift(SHAPE).T, torch.roll(code, shifts=-64, dims=0))
+
+
+@pytest.mark.parametrize("budget", [8, 12, 13, 15, 16, 32, 64])
+@pytest.mark.parametrize("agree", DFLASH_AGREEMENTS, ids=lambda a: a.name)
+def test_ddtree_best_first_tree_accepts_what_expect_says(dflash_drafts, agree, budget):
+    """The DDTree expectation, proved on the reference draft: the paper's best-first build (the suite's
+    oracle) over the block's logits, then the greedy walk against the target (succ of each node's token),
+    accepts exactly chain_accepts(agree, min(B, 15)) drafts, with and without pruning to the deepest chains."""
+    from ddtree_compat import oracle
+    from ddtree_compat.e2e.expect import chain_accepts
+
+    want = chain_accepts(agree, min(budget, 15), V)
+    for root_token in (8, 64, 200, 333):
+        logits = dflash_drafts[agree.name].block_logits(_chain(root_token, 72), root_token)[1:]
+        tree = oracle.build_best_first(logits.double(), budget, root_token)
+        assert tree.num_nodes == budget + 1
+        got = oracle.verify_greedy(tree, [(t + 1) % V for t in tree.tokens]).accepted_drafts
+        assert got == want(root_token), (root_token, got)
+        depth = [0] * tree.num_nodes
+        for i in range(1, tree.num_nodes):
+            depth[i] = depth[tree.parents[i]] + 1
+        path = oracle.verify_greedy(tree, [(t + 1) % V for t in tree.tokens]).path
+        deepest = max(depth)
+        # pruning keeps the nodes whose subtree reaches the deepest depth: the accepted path is among them
+        reach = list(depth)
+        for i in range(tree.num_nodes - 1, 0, -1):
+            reach[tree.parents[i]] = max(reach[tree.parents[i]], reach[i])
+        assert all(reach[n] == deepest for n in path)
+
+
+def test_sglang_dflash_config_fields(root):
+    cfg = json.loads((ck.write_draft(root, ck.DraftSpec(ck.DFLASH, ck.ALWAYS, 16), SHAPE) / "config.json").read_text())
+    assert cfg["num_target_layers"] == SHAPE.target_layers == cfg["dflash_config"]["num_target_layers"]
+    assert cfg["dflash_config"]["mask_token_id"] == V - 1 and cfg["block_size"] == 16
+    assert all(0 <= i < SHAPE.target_layers for i in cfg["dflash_config"]["target_layer_ids"])
 
 
 def test_checkpoint_files_and_names(root):
@@ -142,3 +224,6 @@ def test_sglang_accepts_the_dflash_config(root):
     cfg = json.loads((ck.write_draft(root, ck.DraftSpec(ck.DFLASH, ck.NEVER, 16), SHAPE) / "config.json").read_text())
     parsed = parse_dflash_draft_config(draft_hf_config=cfg)
     assert parsed.block_size == 16 and parsed.mask_token_id == V - 1
+    if hasattr(parsed, "num_target_layers"):  # DDTree builds of SGLang read it (without it: draft layers = 1)
+        assert parsed.num_target_layers == SHAPE.target_layers
+        assert parsed.resolve_target_layer_ids(target_num_layers=SHAPE.target_layers) == [1, 2]

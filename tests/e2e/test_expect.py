@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ddtree_compat.e2e import checkpoints as ck
-from ddtree_compat.e2e.configs import DDTREE, plan, prompt
-from ddtree_compat.e2e.expect import RequestPlan, aligned_accept, chain_accepts, expect_request, mask_draft_accepts
+from ddtree_compat.e2e.configs import DDTREE, SWEEP_BUDGETS, baseline_requests, chain_prompt, plan, prompt
+from ddtree_compat.e2e.expect import RequestPlan, aligned_accept, chain_accepts, expect_request
 from ddtree_compat.e2e.session import cells
 
 V = 512
@@ -41,11 +41,6 @@ def test_depth_caps_the_accept_length():
     assert aligned_accept(ck.agreement("mod8"), 3) == 4 and aligned_accept(ck.agreement("mod2"), 3) == 2
 
 
-def test_dflash_mask_draft_accepts_only_across_the_mask_token():
-    k = mask_draft_accepts(V - 1, 15, V)
-    assert [k(r) for r in (0, 7, 510, 511)] == [0, 0, 0, 1]
-
-
 def test_no_speculation_has_no_rounds():
     e = expect_request(RequestPlan((10, 11, 12), 8), V, None)
     assert e.output_ids == list(range(13, 21)) and e.verify_ct == 0 and e.accept_length is None
@@ -65,14 +60,21 @@ def test_simulation_invariants(last, tokens, depth, period):
         assert e.correct_drafts == 0
 
 
-def test_every_default_request_ends_on_a_round_boundary_and_stays_below_the_mask_token():
-    for cfg in plan("full"):
+@pytest.mark.parametrize("profile", ["default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree"])
+def test_every_request_ends_on_a_round_boundary_and_stays_below_the_mask_token(profile):
+    from ddtree_compat.e2e.dflash import LOOKBACK, MAX_CONTEXT
+
+    for cfg in plan(profile):
         for p in cfg.phases:
             e = cfg.expectation(p, ck.TinyShape())
             assert all(r.overshoot == 0 for r in e.requests), (cfg.id, p.name)
             assert all(max(r.output_ids) < V - 1 for r in e.requests), (cfg.id, p.name)
             if cfg.speculative:
                 assert e.uniform is not None, (cfg.id, p.name)  # every Decode batch line has one value
+            if cfg.algorithm in ("DFLASH", DDTREE):  # the positional draft's context: a run, long enough
+                for r in p.requests:
+                    assert len(r.prompt) >= LOOKBACK and all((b - a) % V == 1 for a, b in zip(r.prompt, r.prompt[1:]))
+                    assert len(r.prompt) + r.max_new_tokens + cfg.block_size <= MAX_CONTEXT
 
 
 def test_default_plan_shape():
@@ -86,10 +88,9 @@ def test_default_plan_shape():
     assert {c.cuda_graph for c in runnable} == {True, False}
     assert any(c.negative_control for c in configs)
     assert {p.concurrency for c in configs for p in c.phases} == {1, 4}
-    # the target-only server covers every prompt with the most tokens anyone asks for
-    target = configs[0]
-    covered = {r.prompt: r.max_new_tokens for p in target.phases for r in p.requests}
-    for c in configs[1:]:
+    # the target-only server's baseline covers every prompt with the most tokens anyone asks for
+    covered = {r.prompt: r.max_new_tokens for r in baseline_requests(configs)}
+    for c in configs:
         for p in c.phases:
             for r in p.requests:
                 assert covered[r.prompt] >= r.max_new_tokens
@@ -99,6 +100,30 @@ def test_default_plan_shape():
 def test_prompts_end_aligned():
     assert all(prompt(j)[-1] % 8 == 7 for j in range(20))
     assert len({prompt(j) for j in range(20)}) == 20
+    assert all(chain_prompt(j)[-1] % 8 == 7 and chain_prompt(j)[0] > 0 for j in range(10))
+
+
+def test_ddtree_profile_covers_the_sweep():
+    configs = plan("ddtree")
+    dd = [c for c in configs if c.algorithm == DDTREE]
+    always = {(c.budget, c.cuda_graph) for c in dd if c.draft.agree is ck.ALWAYS and not c.flags}
+    assert always == {(b, g) for b in SWEEP_BUDGETS for g in (True, False)}
+    assert {c.budget for c in dd if c.negative_control} == {8, 12, 16}
+    assert any(c.draft.agree.period in (4, 8) for c in dd) and any("--is-ddtree-prune" in c.flags for c in dd)
+    assert {c.cuda_graph for c in configs if c.algorithm == "DFLASH"} == {True, False}
+    assert all(c.block_size == 16 for c in dd)
+    by_id = {c.id: c for c in configs}
+    # expectations: spine mode below the block's depths, the whole block above; the accept-rate denominator
+    # is the block's 15 drafts whatever the budget
+    for b, want, mode in ((8, 9, "spine"), (12, 13, "spine"), (13, 14, "spine"), (15, 16, "spine"), (16, 16, "tree"),
+                          (32, 16, "tree"), (64, 16, "tree")):
+        c = by_id[f"ddtree-b{b}-{mode}-always-graph"]
+        assert (c.mode, c.chain_depth + 1, c.drafts_per_round) == (mode, want, 15)
+        assert c.expectation(c.phases[0], ck.TinyShape()).uniform == want
+    assert by_id["ddtree-b12-spine-mod4-graph"].expectation(by_id["ddtree-b12-spine-mod4-graph"].phases[1],
+                                                             ck.TinyShape()).uniform == 4
+    assert by_id["ddtree-b8-spine-never-graph"].negative_control
+    assert len(configs) <= 26  # two waves of 13 servers in one 10-minute device call
 
 
 def test_negative_control_twin_expects_acceptance():

@@ -121,3 +121,42 @@ def test_excerpt_keeps_the_exception_that_ends_the_traceback():
     small = logparse.excerpt(text, hits[0].line_no, before=30, after=10, limit=600)
     assert "it/s]" not in cut  # CUDA-graph capture progress bars are left out
     assert len(small) <= 600 and small.endswith("No module named 'flash_mla'") and "(cut)" in small
+
+
+DDTREE_V2 = FIXTURES / "captures/h200-ddtree-v2/servers"
+OLDER = FIXTURES / "captures/h200-ddtree-older/servers"
+
+
+@pytest.mark.skipif(not DDTREE_V2.exists(), reason=NONE_YET)
+def test_ddtree_v2_below_the_block_width_dies_at_its_first_verify():
+    """rancy-ddtree-v2 433c58ed on the H200, budget 8 with block size 16: the scheduler raised at the warm-up
+    request's first verify (ddtree_worker_v2.py copies the accepted path as block_size - 1 = 15 tokens out
+    of a verify of B + 1 = 9), so the server died before it was ready. The fault scan and the excerpt must
+    name that exception."""
+    text = (DDTREE_V2 / "ddtree-b8-spine-always-eager/server.log").read_text()
+    hits = logparse.fault_lines(text)
+    assert hits and hits[0].pattern == "Scheduler hit an exception"
+    cut = logparse.excerpt(text, hits[0].line_no, before=30, after=10)
+    assert "ddtree_worker_v2.py" in cut
+    assert cut.splitlines()[-1].startswith(
+        "RuntimeError: The size of tensor a (15) must match the size of tensor b (8)")
+    assert "speculative_ddtree_budget=8" in text and "speculative_ddtree_block_size=16" in text
+
+
+@pytest.mark.skipif(not DDTREE_V2.exists(), reason=NONE_YET)
+def test_ddtree_v2_prune_with_four_clients_is_lossy():
+    """The same tree with --is-ddtree-prune at budget 16 and four concurrent requests skipped tokens (the
+    designed chain 128, 129, 130 came back as 128, 130, 131): the lossless check must report it."""
+    j = rejudge(DDTREE_V2 / "ddtree-b16-tree-always-graph-prune/c4")
+    assert j.verdict.outcome == "wrong"
+    assert "not lossless" in j.verdict.message and "got [130, 131, 132, 133], want [129, 130, 131, 132]" in j.verdict.message
+
+
+@pytest.mark.skipif(not OLDER.exists(), reason=NONE_YET)
+def test_responses_api_traceback_at_start_is_benign():
+    """dbguo-ddtree-dev 514ea1f3 logs the optional Responses API's missing openai_harmony as a traceback at
+    start, then serves (accept 16.00 there): that line is the log's only fault-pattern line, and it is benign."""
+    text = (OLDER / "dflash-ddtree-n16-always-eager/server.log").read_text()
+    assert len(logparse.fault_lines(text, benign=())) == 1
+    assert "Can not initialize OpenAIServingResponses" in logparse.fault_lines(text, benign=())[0].text
+    assert logparse.fault_lines(text) == []

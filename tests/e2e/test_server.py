@@ -167,22 +167,38 @@ def test_argv_from_detected_flags():
     assert "--cuda-graph-backend-decode" in argv and "--nccl-port" not in argv
     target = srv.server_argv(configs["target"], CAPS, Path("T"), None, 1, None)
     assert not [a for a in target if a.startswith("--speculative")]
-    ddtree = srv.server_argv(configs["ddtree-b8-never-eager"], CAPS, Path("T"), Path("D"), 1, None)
+    ddtree = srv.server_argv(configs["ddtree-b8-spine-never-eager"], CAPS, Path("T"), Path("D"), 1, None)
     assert "--speculative-ddtree-budget" in ddtree and ddtree[ddtree.index("--speculative-ddtree-budget") + 1] == "8"
+    assert "--speculative-num-draft-tokens" in ddtree  # block size where --speculative-ddtree-block-size is missing
+    sweep = {c.id: c for c in plan("ddtree")}
+    dd_caps = dataclasses.replace(CAPS, flags=CAPS.flags | {"--speculative-ddtree-block-size", "--is-ddtree-prune",
+                                                            "--cuda-graph-backend-prefill"})
+    pruned = srv.server_argv(sweep["ddtree-b16-tree-always-graph-prune"], dd_caps, Path("T"), Path("D"), 1, None)
+    joined = " ".join(pruned)
+    assert "--speculative-ddtree-block-size 16" in joined and "--is-ddtree-prune" in pruned
+    assert "--cuda-graph-backend-prefill disabled" in joined and "--disable-cuda-graph" not in pruned
+    assert "--is-ddtree-prune" in srv.unavailable_reason(sweep["ddtree-b16-tree-always-graph-prune"],
+                                                         dataclasses.replace(CAPS, algorithms=(*CAPS.algorithms, "DDTREE")))
 
 
 def test_unavailable_reasons():
     configs = {c.id: c for c in plan("default")}
     assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], CAPS) == ""
     no_ddtree = dataclasses.replace(CAPS, algorithms=("EAGLE", "STANDALONE", "DFLASH"))
-    assert "has no DDTREE" in srv.unavailable_reason(configs["ddtree-b8-never-eager"], no_ddtree)
+    assert "has no DDTREE" in srv.unavailable_reason(configs["ddtree-b8-spine-never-eager"], no_ddtree)
     no_fi = dataclasses.replace(CAPS, modules={"flashinfer": False})
-    assert "flashinfer" in srv.unavailable_reason(configs["dflash-b16-never-eager"], no_fi)
+    assert "flashinfer" in srv.unavailable_reason(configs["dflash-b16-always-eager"], no_fi)
     # seen on the H200: SGLang 0.5.23 imports flash_mla when it captures the draft's CUDA graphs
     no_mla = dataclasses.replace(CAPS, modules={"flashinfer": True, "flash_mla": False})
     assert "flash_mla" in srv.unavailable_reason(configs["eagle-k1-s12-d13-always-graph"], no_mla)
     assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_mla) == ""
     assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_fi) == ""
+    # DFLASH / DDTREE graphs do not go through the EAGLE worker's FlashMLA import; a tree whose EAGLE worker
+    # does not import it needs no flash_mla for EAGLE graphs either
+    dd = dataclasses.replace(no_mla, algorithms=(*CAPS.algorithms, "DDTREE"))
+    assert srv.unavailable_reason(plan("ddtree")[1], dd) == ""
+    assert srv.unavailable_reason(configs["eagle-k1-s12-d13-always-graph"],
+                                  dataclasses.replace(no_mla, eagle_graphs_import_flash_mla=False)) == ""
     old = dataclasses.replace(CAPS, flags=CAPS.flags - {"--speculative-eagle-topk"})
     assert "--speculative-eagle-topk" in srv.unavailable_reason(configs["eagle-k4-s3-d9-mod2-eager"], old)
     broken = dataclasses.replace(CAPS, error="ModuleNotFoundError: No module named 'uvicorn'")
@@ -214,10 +230,11 @@ def test_server_env_drops_the_interpreter_and_keeps_the_path(monkeypatch):
     assert env["HF_HUB_OFFLINE"] == "1" and env["PYTHONUNBUFFERED"] == "1"
 
 
-def test_free_ports_are_distinct():
+def test_free_ports_are_distinct_and_leave_room_for_the_grpc_port():
     taken: set[int] = set()
     ports = [srv.free_port(taken) for _ in range(5)]
     assert len(set(ports)) == 5 and taken == set(ports)
+    assert all(p + 10000 <= 65535 for p in ports)  # older DDTree trees refuse port + 10000 > 65535
 
 
 def test_checkpoint_folder_names_match_the_plan(tmp_path):

@@ -42,7 +42,7 @@ def test_one_session_of_stand_in_servers(pytester, monkeypatch):
         crash = res[f"standalone-k1-s8-d9-mod4-graph-{phase}"]
         assert (crash["outcome"], crash["fault_class"]) == ("fault", "illegal-memory-access")
         assert "exited with code 1" in crash["message"] and "Scheduler hit an exception" in crash["log_excerpt"]
-    assert "flashinfer" in res["dflash-b16-never-eager-bs1"]["message"]
+    assert "flashinfer" in res["dflash-b16-always-eager-bs1"]["message"]
     out.assert_outcomes(passed=6, failed=6, skipped=2)
     assert "e2e cells: 6 pass, 0 wrong, 2 zero-accept, 4 fault, 2 skip" in out.stdout.str()
     # captures for the parsing fixtures, and the report's e2e table

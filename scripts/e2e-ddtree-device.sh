@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The e2e tier against DDTree builds of SGLang on a GPU host, after scripts/build-ddtree-carry.sh's parts are
+# staged and scripts/ddtree-device-setup.sh ran (/tmp/ddt). From the repo root:
+#     bash scripts/e2e-ddtree-device.sh OUT_DIR
+# One pytest session per implementation, all at once (each its own servers, results and captures):
+#   a: rancy-ddtree-v2, profile `ddtree` (the budget sweep, DFLASH, prune), DDTREE_E2E_PARALLEL_A servers at once
+#   b: dbguo-ddtree-dev, profile `dflash-ddtree` (DDTree inside the DFlash worker)
+#   c: rancy-ddtree,     profile `ddtree-smoke`
+#   d: rancy-ddtree-v2, profile `ddtree-boundary` (verify width B + 1 against the block size)
+# (E2E_SESSIONS="a b c" by default picks them). Each session is stopped at E2E_BUDGET_S seconds (default 420) so the
+# tarballs still get written inside a 10-minute call. Writes into OUT: <s>.jsonl, <s>-pytest.log and
+# <s>-captures.tar.gz per session (server logs, launch commands, per-phase captures; no checkpoints).
+set -uo pipefail
+OUT=${1:?usage: bash scripts/e2e-ddtree-device.sh OUT_DIR}
+ROOT=/tmp/ddt
+BUDGET=${E2E_BUDGET_S:-420}
+mkdir -p "$OUT"
+. "$ROOT/env.sh"
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
+export DDTREE_E2E_MEM_FRACTION=${DDTREE_E2E_MEM_FRACTION:-0.5}  # a cap (--max-total-tokens) bounds the pool
+declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=rancy-ddtree-v2)
+declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary)
+declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5)
+pids=()
+for s in ${E2E_SESSIONS:-a b c}; do
+  impl=${IMPL[$s]}
+  [ -f "$ROOT/impl/$impl/env.sh" ] || { echo "no $impl in $ROOT/impl" >> "$OUT/setup.log"; continue; }
+  (
+    . "$ROOT/impl/$impl/env.sh"
+    export DDTREE_E2E_PROFILE=${PROFILE[$s]} DDTREE_E2E_PARALLEL=${PAR[$s]}
+    echo "session $s: $DDTREE_E2E_IMPL, profile $DDTREE_E2E_PROFILE, $DDTREE_E2E_PARALLEL servers at once" > "$OUT/$s-pytest.log"
+    timeout -s TERM "$BUDGET" python3 -m pytest tests/e2e/test_serve.py -p no:cacheprovider -rA --ddtree-static=off \
+      --ddtree-results "$OUT/$s.jsonl" --ddtree-e2e-dir "/tmp/e2e-$s" >> "$OUT/$s-pytest.log" 2>&1
+    echo "pytest exit: $?" >> "$OUT/$s-pytest.log"
+    tar czf "$OUT/$s-captures.tar.gz" -C "/tmp/e2e-$s" --exclude=./checkpoints . 2>> "$OUT/$s-pytest.log"
+  ) &
+  pids+=($!)
+  sleep 2
+done
+for p in "${pids[@]}"; do wait "$p"; done
+nvidia-smi --query-gpu=memory.used,memory.total --format=csv >> "$OUT/setup.log" 2>&1
+ls -la "$OUT" >> "$OUT/setup.log"
