@@ -104,10 +104,13 @@ def _version(module: str) -> str | None:
         return None
 
 
-def environment(tier: str, profile: str, known_issues: dict | None = None) -> dict:
+def environment(tier: str, profile: str, known_issues: dict | None = None,
+                implementations: dict | None = None) -> dict:
     """The ``env`` header for this process. Reads GPUs through NVML (no CUDA init).
 
-    ``known_issues`` is ``{id: {"reason", "source"}}`` of the manifest in force (reports link from it).
+    ``known_issues`` is ``{id: {"reason", "source"}}`` of the manifest in force (reports link from it);
+    ``implementations`` is ``{backend: {"name", "repo", "commit", "path"}}`` of the DDTree implementations
+    under test (:mod:`ddtree_compat.impls`: ``sglang.__version__`` does not identify them).
     """
     driver = None
     try:
@@ -143,6 +146,7 @@ def environment(tier: str, profile: str, known_issues: dict | None = None) -> di
         "tier": tier,
         "profile": profile,
         "known_issues": known_issues or {},
+        "implementations": implementations or {},
     }
     # Same machine + software + tier = same id, so xdist workers' headers collapse into one.
     env["env_id"] = hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]

@@ -194,7 +194,13 @@ def _load(spec: str, where: str):
 
 
 def replay_spec(backend) -> str:
-    """What ``--backend`` needs to load this backend again: its registered name, else ``module:Class``."""
+    """What ``--backend`` needs to load this backend again: its registered name, ``ddtree-impl:PATH`` for a
+    DDTree implementation, else ``module:Class``."""
+    impl = getattr(backend, "impl", None)
+    if impl is not None:
+        from .ddtree_impl import spec_of
+
+        return spec_of(backend)
     spec = registered().get(backend.name)
     cls = type(backend)
     if spec == f"{cls.__module__}:{cls.__qualname__}":
@@ -202,25 +208,36 @@ def replay_spec(backend) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def resolve(selection: list[str] | None) -> list:
-    """Backends for a run: each item a registered name or ``module:object``; ``None`` or ``[]`` = all registered.
+def resolve(selection: list[str] | None, impl_paths: list[str] | tuple = ()) -> list:
+    """Backends for a run: each item a registered name, a DDTree implementation's name (of ``impl_paths``
+    or the installed sglang, :mod:`ddtree_compat.impls`), ``ddtree-impl:PATH`` or ``module:object``;
+    ``None`` or ``[]`` = every registered backend and every DDTree implementation found.
 
     Loading a built-in imports only our adapter, never SGLang (adapters import lazily), so a missing
     SGLang is a skip at test time, not an error here.
 
     Raises:
         BackendError: unknown name, or a spec that does not load to a backend.
+        DDTreeInputError: an ``impl_paths`` entry that is no DDTree SGLang tree.
     """
+    from .ddtree_impl import SPEC_PREFIX, backends_for, from_spec
+
     specs = registered()
-    chosen = selection or list(specs)
+    found = {b.name: b for b in backends_for(list(impl_paths))}
+    chosen = selection or [*specs, *found]
     backends = []
     for item in chosen:
         if item in specs:
             backends.append(_load(specs[item], "--ddtree-backend"))
+        elif item in found:
+            backends.append(found[item])
+        elif item.startswith(SPEC_PREFIX):
+            backends.append(from_spec(item))
         elif ":" in item:
             backends.append(_load(item, "--ddtree-backend"))
         else:
-            raise BackendError("--ddtree-backend", item, ", ".join(specs) + ", or module:object", "unknown backend")
+            raise BackendError("--ddtree-backend", item, ", ".join([*specs, *found]) + ", ddtree-impl:PATH or "
+                               "module:object", "unknown backend")
     names = [b.name for b in backends]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:

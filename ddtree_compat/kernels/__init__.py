@@ -24,7 +24,8 @@ from typing import Any, Callable, Sequence
 from ..errors import DDTreeInputError
 
 ENTRY_POINT_GROUP = "ddtree_compat.kernels"
-BUILTIN = ("ddtree_compat.kernels.verify", "ddtree_compat.kernels.commit", "ddtree_compat.kernels.attention")
+BUILTIN = ("ddtree_compat.kernels.verify", "ddtree_compat.kernels.commit", "ddtree_compat.kernels.attention",
+           "ddtree_compat.kernels.ddtree")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ class Option:
         help: what it does (the docs table's text).
         env: the environment variable that sets its default, or ``""``.
         default: its default without the environment (a callable for a computed one).
-        kind: ``value``, ``list`` (repeatable; env: comma-separated), ``switch`` (env: 1/true/yes/on).
+        kind: ``value``, ``list`` (repeatable; env: comma-separated), ``paths`` (repeatable; env: separated by
+            ``os.pathsep``), ``switch`` (env: 1/true/yes/on).
         choices: allowed values, or ``()``.
         metavar: shown in ``--help``.
     """
@@ -58,7 +59,7 @@ class Option:
 
     def builtin_default(self):
         value = self.default() if callable(self.default) else self.default
-        return [] if self.kind == "list" and value is None else value
+        return [] if self.kind in ("list", "paths") and value is None else value
 
     def env_default(self):
         """The default as the environment sets it (``builtin_default`` when the variable is unset)."""
@@ -67,8 +68,8 @@ class Option:
             return self.builtin_default()
         if self.kind == "switch":
             return raw.lower() in ("1", "true", "yes", "on")
-        if self.kind == "list":
-            return [v for v in raw.split(",") if v]
+        if self.kind in ("list", "paths"):
+            return [v for v in raw.split("," if self.kind == "list" else os.pathsep) if v]
         return raw
 
 
@@ -83,6 +84,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--ddtree-profile", "case grid: `default` or `full` (budgets to 256, batch to 64, block sizes 8/16/32)",
            env="DDTREE_PROFILE", default="default", metavar="PROFILE"),
     Option("--ddtree-case", "run these case files instead of the grid (repeatable)", kind="list", metavar="CASE.json"),
+    Option("--ddtree-impl", "a DDTree build of SGLang to test (repeatable; env separated by the path separator): a "
+           "checkout holding `python/sglang`, or the `sglang` package folder; the installed sglang is tested too "
+           "when it has DDTree modules", env="DDTREE_IMPLS", kind="paths", metavar="PATH"),
     Option("--ddtree-results", "JSONL results file to append to (`''` = none)", env="DDTREE_RESULTS",
            default=DEFAULT_RESULTS, metavar="PATH"),
     Option("--ddtree-fsync", "fsync the results file after every line, for a host that may hang or reboot on a GPU "
@@ -116,7 +120,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             kwargs["action"] = "store_true"
         else:
             kwargs["metavar"] = o.metavar
-            if o.kind == "list":
+            if o.kind in ("list", "paths"):
                 kwargs["action"] = "append"
             if o.choices:
                 kwargs["choices"] = list(o.choices)

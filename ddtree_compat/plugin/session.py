@@ -69,7 +69,9 @@ class Suite:
 
         if not self.results:
             return None
-        return ResultsWriter(self.results, environment(self.tier, self.profile, self.known.as_env()), fsync=self.fsync)
+        impls = {b.name: b.impl.identity for b in self.backends if getattr(b, "impl", None) is not None}
+        return ResultsWriter(self.results, environment(self.tier, self.profile, self.known.as_env(), impls),
+                             fsync=self.fsync)
 
     def cases(self) -> tuple:
         """The verify cases: the ``--ddtree-case`` files, else the profile's grid."""
@@ -135,7 +137,7 @@ def _create(config: pytest.Config) -> Suite:
     if tier == "device" and not gpus:
         raise DDTreeInputError("--ddtree-tier", "device", "interpret (or auto) on a host without a GPU", "no GPU visible")
     profile = check_profile(config.getoption("ddtree_profile"))
-    chosen = backend_registry.resolve(config.getoption("ddtree_backend"))
+    chosen = backend_registry.resolve(config.getoption("ddtree_backend"), config.getoption("ddtree_impl"))
     case_files = config.getoption("ddtree_case")
     for p in case_files:
         VerifyCase.load(p)  # validate now: a bad case is a usage error, never a skipped cell

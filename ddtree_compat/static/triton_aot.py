@@ -23,7 +23,13 @@ _UNSUPPORTED = ("is not defined for option 'gpu-name'", "unsupported gpu archite
 
 
 def load_object(ref: str):
-    """``"pkg.module:attr"`` -> the object."""
+    """``"pkg.module:attr"`` -> the object; ``"/path/to/file.py::attr"`` -> ``attr`` of that file, loaded by
+    path (a DDTree implementation's kernel module, :func:`ddtree_compat.impls.load_module`)."""
+    if "::" in ref:
+        from ..impls import load_module
+
+        path, _, attr = ref.partition("::")
+        return getattr(load_module(Path(path)), attr)
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 

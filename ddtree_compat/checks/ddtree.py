@@ -1,0 +1,441 @@
+"""Checks of the DDTree implementations' kernels (records: :mod:`ddtree_compat.kernels.ddtree`).
+
+Every output the kernel gets is a slice of a poisoned, canary-guarded allocation laid out as the case's
+layout says (``exact``: ``bs`` rows of the live width; ``worker``: ``max_bs`` rows, follow and sampling
+outputs ``B + 1`` wide, FA page tables the worker's width), so an element written outside the slice, an
+element of the slice left unwritten and a write past the allocation all show. The expected allocation is
+poison everywhere but the slice, which holds the oracle's values (:mod:`ddtree_compat.oracle_ddtree`);
+allocations are compared whole, bit for bit, bands included, and every input must come back unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+import torch
+
+from ..cases import _seed
+from ..kernels.ddtree import DDTreeCase
+from ..oracle_ddtree import (CPU_RULE, arrays, compile_inputs, eagle_links_reverse, fa_full_row, fa_suffix_row,
+                             follow, graph_buckets, packed_mask, padded_visibility, prune_deepest_chains,
+                             select_bucket)
+from ..outcomes import Verdict
+from ..tiers import Target
+from .buffers import CANARY, CANARY_BAND, POISON, Guarded
+from .common import fault_verdict, synchronize
+
+BOOL_POISON = 0x5A  # a byte no bool store writes (stores write 0 or 1)
+BOOL_CANARY = 0xA7
+
+
+@dataclass
+class Out:
+    """A poisoned, guarded output allocation and the slice of it a kernel gets.
+
+    Attributes:
+        name: for messages.
+        guard: the allocation (``guard.view`` has the allocation's shape; uint8 for bool outputs).
+        index: the slice the kernel gets (``...`` for all of it).
+        boolean: the kernel sees ``torch.bool``.
+        flat: the kernel gets the slice flattened (a 1-D prefix of a flat buffer).
+    """
+
+    name: str
+    guard: Guarded
+    index: object
+    boolean: bool = False
+
+    @classmethod
+    def alloc(cls, name: str, shape: tuple[int, ...], index, dtype: torch.dtype, device: str) -> "Out":
+        boolean = dtype == torch.bool
+        n = 1
+        for d in shape:
+            n *= d
+        storage_dtype = torch.uint8 if boolean else dtype
+        canary, poison = (BOOL_CANARY, BOOL_POISON) if boolean else (CANARY, POISON)
+        storage = torch.full((n + 2 * CANARY_BAND,), canary, dtype=storage_dtype, device=device)
+        storage[CANARY_BAND:CANARY_BAND + n] = poison
+        return cls(name, Guarded(storage, storage[CANARY_BAND:CANARY_BAND + n].view(shape), canary=canary), index,
+                   boolean)
+
+    @property
+    def arg(self) -> torch.Tensor:
+        view = self.guard.view[self.index]
+        return view.view(torch.bool) if self.boolean else view
+
+    def expected(self, values: torch.Tensor) -> torch.Tensor:
+        """The whole storage as it must be: bands, poison, and ``values`` in the slice."""
+        want = self.guard.storage.new_full(self.guard.storage.shape, self.guard.canary).cpu()
+        want[CANARY_BAND:CANARY_BAND + self.guard.view.numel()] = BOOL_POISON if self.boolean else POISON
+        body = want[CANARY_BAND:CANARY_BAND + self.guard.view.numel()].view(self.guard.view.shape)
+        body[self.index] = values.to(body.dtype)
+        return want
+
+    def problems(self, values) -> list[str]:
+        """Differences from ``values`` in the slice, writes outside it, canary damage; one line each kind."""
+        want = self.expected(torch.as_tensor(values))
+        got = self.guard.storage.cpu()
+        if torch.equal(got, want):
+            return []
+        body = slice(CANARY_BAND, CANARY_BAND + self.guard.view.numel())
+        inside = torch.zeros(self.guard.view.shape, dtype=torch.bool)
+        inside[self.index] = True
+        g = got[body].view(self.guard.view.shape)
+        w = want[body].view(self.guard.view.shape)
+        out = []
+        bad_in = ((g != w) & inside).nonzero().tolist()
+        bad_out = ((g != w) & ~inside).nonzero().tolist()
+        poison = BOOL_POISON if self.boolean else POISON
+
+        def show(i):
+            v, e = g[tuple(i)].item(), w[tuple(i)].item()
+            return f"{self.name}{i}={'POISON' if v == poison else v} (want {'untouched' if e == poison else e})"
+
+        if bad_in:
+            out.append(f"{self.name}: {len(bad_in)} element(s) differ: " + ", ".join(show(i) for i in bad_in[:6]))
+        if bad_out:
+            out.append(f"{self.name}: {len(bad_out)} write(s) outside the slice the kernel got "
+                       f"{tuple(self.arg.shape)} of its {tuple(self.guard.view.shape)} buffer: "
+                       + ", ".join(show(i) for i in bad_out[:6]))
+        damaged = self.guard.damaged_canaries()
+        if damaged:
+            out.append(f"out-of-bounds write: canary of {self.name} changed at offsets {damaged[:8]}")
+        return out
+
+
+class Inputs:
+    """Guarded input tensors, checked unchanged after the call."""
+
+    def __init__(self, device: str):
+        self.device = device
+        self.guards: dict[str, tuple[Guarded, torch.Tensor, bool]] = {}
+
+    def add(self, name: str, values, dtype: torch.dtype) -> torch.Tensor:
+        t = torch.as_tensor(values, dtype=torch.uint8 if dtype == torch.bool else dtype)
+        g = Guarded.of(t, self.device) if dtype != torch.bool else Guarded(*_bool_storage(t, self.device))
+        self.guards[name] = (g, g.storage.cpu().clone(), dtype == torch.bool)
+        return g.view.view(torch.bool) if dtype == torch.bool else g.view
+
+    def problems(self) -> list[str]:
+        return [f"input {name} was modified" for name, (g, before, _) in self.guards.items()
+                if not torch.equal(g.storage.cpu(), before)]
+
+
+def _bool_storage(t: torch.Tensor, device: str):
+    storage = torch.full((t.numel() + 2 * CANARY_BAND,), BOOL_CANARY, dtype=torch.uint8)
+    view = storage[CANARY_BAND:CANARY_BAND + t.numel()].view(t.shape)
+    view.copy_(t)
+    storage = storage.to(device)
+    return storage, storage[CANARY_BAND:CANARY_BAND + t.numel()].view(t.shape), BOOL_CANARY
+
+
+def _verdict(case: DDTreeCase, problems: list[str], duration: float) -> Verdict:
+    problems = [p for p in problems if p]
+    if problems:
+        return Verdict("wrong", "; ".join(problems))
+    return Verdict("pass", duration_s=duration)
+
+
+def _check(fn):
+    """``fn(case, backend, device) -> problems`` as a record's ``run(case, backend, target) -> Verdict``
+    (a kernel error is a classified fault)."""
+
+    @functools.wraps(fn)
+    def run(case: DDTreeCase, backend, target: Target) -> Verdict:
+        try:
+            start = time.perf_counter()
+            problems = fn(case, backend, target.device)
+            synchronize(target.device)
+            duration = time.perf_counter() - start
+        except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
+            return fault_verdict(e)
+        return _verdict(case, problems, duration)
+
+    return run
+
+
+def _rows(case: DDTreeCase) -> slice:
+    return slice(0, case.batch)
+
+
+def _tree_outs(case: DDTreeCase, device: str) -> list[Out]:
+    rows, bmax, b = _rows(case), case.max_bs, case.budget
+    return [Out.alloc("out_tokens", (bmax, b), rows, torch.int64, device),
+            Out.alloc("out_depths", (bmax, b), rows, torch.int64, device),
+            Out.alloc("out_parents", (bmax, b + 1), rows, torch.int64, device),
+            Out.alloc("out_visibility", (bmax, b + 1, b + 1), rows, torch.bool, device),
+            Out.alloc("out_sizes", (bmax,), rows, torch.int64, device)]
+
+
+def _tree_values(arrs) -> list:
+    return [[a.tokens for a in arrs], [a.depths for a in arrs], [a.parents for a in arrs],
+            [a.visibility for a in arrs], [a.size for a in arrs]]
+
+
+def _top_inputs(case: DDTreeCase, device: str) -> tuple[Inputs, torch.Tensor, torch.Tensor]:
+    lp, ids = case.top
+    inputs = Inputs(device)
+    return inputs, inputs.add("top_log_probs", lp, torch.float32), inputs.add("top_token_ids", ids, torch.int64)
+
+
+@_check
+def ddtree_build(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, lp, ids = _top_inputs(case, device)
+    outs = _tree_outs(case, device)
+    backend.ddtree_build(lp, ids, case.budget, *(o.arg for o in outs))
+    synchronize(device)
+    want = _tree_values([arrays(t, case.budget) for t in case.built()])
+    return [p for o, w in zip(outs, want) for p in o.problems(w)] + inputs.problems()
+
+
+def _compare(name: str, got, want) -> list[str]:
+    got = torch.as_tensor(got).cpu()
+    want = torch.as_tensor(want).to(got.dtype) if got.dtype != torch.bool else torch.as_tensor(want)
+    if tuple(got.shape) != tuple(want.shape):
+        return [f"{name}: shape {tuple(got.shape)} (want {tuple(want.shape)})"]
+    if torch.equal(got, want.to(got.dtype)):
+        return []
+    bad = (got != want.to(got.dtype)).nonzero().tolist()
+    return [f"{name}: {len(bad)} element(s) differ: " + ", ".join(
+        f"{name}{i}={got[tuple(i)].item()} (want {want[tuple(i)].item()})" for i in bad[:6])]
+
+
+def _cpu_trees(case: DDTreeCase):
+    trees = case.built(CPU_RULE)
+    return [prune_deepest_chains(t)[0] for t in trees] if case.prune else trees
+
+
+@_check
+def ddtree_build_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, lp, ids = _top_inputs(case, "cpu")
+    got = backend.ddtree_build_cpu(lp, ids, case.budget, case.prune)
+    want = _tree_values([arrays(t, case.budget) for t in _cpu_trees(case)])
+    names = ("tokens", "depths", "parents", "visibility", "sizes")
+    return [p for n, g, w in zip(names, got, want) for p in _compare(n, g, w)] + inputs.problems()
+
+
+@_check
+def ddtree_prune(case: DDTreeCase, backend, device: str) -> list[str]:
+    full = [arrays(t, case.budget) for t in case.built()]
+    inputs = Inputs(device)
+    given = [inputs.add(n, v, dt) for n, v, dt in zip(
+        ("in_tokens", "in_depths", "in_parents", "in_visibility"), _tree_values(full)[:4],
+        (torch.int64, torch.int64, torch.int64, torch.bool))]
+    outs = _tree_outs(case, device)
+    backend.ddtree_prune(*given, *(o.arg for o in outs), case.budget)
+    synchronize(device)
+    want = _tree_values([arrays(prune_deepest_chains(t)[0], case.budget, "identity") for t in case.built()])
+    return [p for o, w in zip(outs, want) for p in o.problems(w)] + inputs.problems()
+
+
+def _compile_inputs(case: DDTreeCase, device: str, cpu: bool = False):
+    """The compile step's inputs as the worker holds them: node buffers ``[max_bs, B]`` (sliced to ``bs``),
+    the visibility of the build (the Triton prune's identity padding when pruned)."""
+    arrs = case.arrays("identity" if case.prune else "empty")
+    inputs = Inputs("cpu" if cpu else device)
+    vals = _tree_values(arrs)
+    args = dict(root=inputs.add("root", case.roots, torch.int64),
+                tokens=inputs.add("tokens", vals[0], torch.int64), depths=inputs.add("depths", vals[1], torch.int64),
+                visibility=inputs.add("visibility", vals[3], torch.bool),
+                start=inputs.add("start", case.past_lens, torch.int64),
+                past=inputs.add("past", case.past_lens, torch.int64),
+                sizes=inputs.add("sizes", vals[4], torch.int64))
+    return inputs, args, arrs
+
+
+def _compile_want(case: DDTreeCase, arrs) -> tuple[list[int], list[int], list[bool]]:
+    ids, pos, mask = [], [], []
+    for b, a in enumerate(arrs):
+        i, p = compile_inputs(case.roots[b], a, case.past_lens[b], case.q)
+        ids += i
+        pos += p
+        mask += packed_mask(a.visibility, a.size, case.past_lens[b], case.q)
+    return ids, pos, mask
+
+
+@_check
+def ddtree_compile(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, args, arrs = _compile_inputs(case, device)
+    bs, q, width = case.batch, case.q, case.budget + 1
+    ids_want, pos_want, mask_want = _compile_want(case, arrs)
+    cap = case.max_bs * width
+    ids = Out.alloc("verify_input_ids", (cap,), slice(0, bs * q), torch.int64, device)
+    pos = Out.alloc("verify_position_ids", (cap,), slice(0, bs * q), torch.int64, device)
+    mask_cap = len(mask_want) * (2 if case.layout == "worker" else 1)  # the worker grows its mask buffer by doubling
+    mask = Out.alloc("tree_attention_mask", (mask_cap,), slice(0, len(mask_want)), torch.bool, device)
+    backend.ddtree_compile(*args.values(), ids.arg, pos.arg, mask.arg, q, max(case.past_lens) + q)
+    synchronize(device)
+    problems = ids.problems(ids_want) + pos.problems(pos_want) + mask.problems(mask_want) + inputs.problems()
+    if any(a.size < q for a in arrs):  # the FlashAttention path: no mask, padding rows of visibility to identity
+        vis = args["visibility"].clone()
+        ids2 = Out.alloc("verify_input_ids (no mask)", (cap,), slice(0, bs * q), torch.int64, device)
+        pos2 = Out.alloc("verify_position_ids (no mask)", (cap,), slice(0, bs * q), torch.int64, device)
+        backend.ddtree_compile(args["root"], args["tokens"], args["depths"], vis, args["start"], args["past"],
+                               args["sizes"], ids2.arg, pos2.arg, None, q, None)
+        synchronize(device)
+        want = [[list(r) for r in a.visibility] for a in arrs]
+        for b, a in enumerate(arrs):
+            for i, row in enumerate(padded_visibility(a.visibility, a.size, q)):
+                want[b][i][:q] = row
+        problems += ids2.problems(ids_want) + pos2.problems(pos_want) + _compare("visibility (padded)", vis.cpu(), want)
+    return problems
+
+
+@_check
+def ddtree_compile_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, args, arrs = _compile_inputs(case, device, cpu=True)
+    ids_want, pos_want, mask_want = _compile_want(case, arrs)
+    ids, pos, mask = backend.ddtree_compile_cpu(*args.values(), case.q, True)
+    q = case.q
+    return (_compare("verify_input_ids", ids, [ids_want[b * q:(b + 1) * q] for b in range(case.batch)])
+            + _compare("verify_position_ids", pos, [pos_want[b * q:(b + 1) * q] for b in range(case.batch)])
+            + _compare("tree_attention_mask", mask, mask_want) + inputs.problems())
+
+
+def _fa_inputs(case: DDTreeCase, device: str):
+    """Visibility ``[bs, q, q]`` (live width), a ``req_to_token`` pool with distinct slots, pool rows, seq lens."""
+    arrs = case.arrays("identity")
+    q = case.q
+    vis = [[list(r[:q]) for r in a.visibility[:q]] for a in arrs]
+    ctx = max(case.past_lens) + q + 8
+    rows = case.batch + 2
+    g = torch.Generator().manual_seed(_seed(case.id, "req_to_token"))
+    req_to_token = torch.randperm(rows * ctx, generator=g).view(rows, ctx).to(torch.int32) + 1
+    pool = torch.randperm(rows, generator=g)[:case.batch]
+    inputs = Inputs(device)
+    args = (inputs.add("visibility", vis, torch.bool), inputs.add("req_to_token", req_to_token, torch.int32),
+            inputs.add("req_pool_indices", pool, torch.int64), inputs.add("seq_lens", case.past_lens, torch.int64))
+    return inputs, args, vis, req_to_token, pool
+
+
+@_check
+def ddtree_fa_suffix(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, args, vis, r2t, pool = _fa_inputs(case, device)
+    bs, q = case.batch, case.q
+    width = max(case.buckets) if case.layout == "worker" else q  # the graph table is sized at the largest bucket
+    table = Out.alloc("page_table", (case.max_bs * width, width), (slice(0, bs * q), slice(0, q)), torch.int32, device)
+    seqlens = Out.alloc("cache_seqlens", (case.max_bs * width,), slice(0, bs * q), torch.int32, device)
+    backend.ddtree_fa_suffix(*args, table.arg, seqlens.arg, q)
+    synchronize(device)
+    rows, lens = [], []
+    for b in range(bs):
+        slots = r2t[pool[b], case.past_lens[b]:case.past_lens[b] + q].tolist()
+        for i in range(q):
+            row, n = fa_suffix_row(vis[b][i], slots, q)
+            rows.append(row)
+            lens.append(n)
+    return table.problems(rows) + seqlens.problems(lens) + inputs.problems()
+
+
+@_check
+def ddtree_fa_full(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, args, vis, r2t, pool = _fa_inputs(case, device)
+    bs, q = case.batch, case.q
+    ctx = r2t.shape[1]
+    width = ctx + q
+    table = Out.alloc("page_table", (case.max_bs * q, width), slice(0, bs * q), torch.int32, device)
+    seqlens = Out.alloc("cache_seqlens", (case.max_bs * q,), slice(0, bs * q), torch.int32, device)
+    backend.ddtree_fa_full(*args, table.arg, seqlens.arg, q)
+    synchronize(device)
+    want = torch.full((bs * q, width), POISON, dtype=torch.int32)  # past a row's length: untouched (no zero fill)
+    lens = []
+    for b in range(bs):
+        seq = case.past_lens[b]
+        prefix = r2t[pool[b], :seq].tolist()
+        slots = r2t[pool[b], seq:seq + q].tolist()
+        for i in range(q):
+            row, n = fa_full_row(vis[b][i], prefix, slots, q)
+            want[b * q + i, :n] = torch.tensor(row, dtype=torch.int32)
+            lens.append(n)
+    return table.problems(want) + seqlens.problems(lens) + inputs.problems()
+
+
+def _follow_setup(case: DDTreeCase, device: str):
+    q = case.q
+    inputs = Inputs(device)
+    draft = [case.draft_row(b) for b in range(case.batch)]
+    parents = [case.parents_row(b) for b in range(case.batch)]
+    args = (inputs.add("draft_tokens", draft, torch.int64), inputs.add("target_predict", case.targets, torch.int64),
+            inputs.add("parents", parents, torch.int64), inputs.add("actual_tree_sizes", case.sizes, torch.int64))
+    want = [follow(draft[b], case.targets[b], parents[b], case.sizes[b], q) for b in range(case.batch)]
+    return inputs, args, want
+
+
+def _follow_outs(case: DDTreeCase, device: str) -> list[Out]:
+    """Follow / sampling outputs: ``[bs, q]`` exact, or the worker's ``[max_bs, B + 1]`` buffers sliced
+    ``[:bs, :q]`` (non-contiguous when ``q < B + 1``)."""
+    bs, q = case.batch, case.q
+    width = case.budget + 1 if case.layout == "worker" else q
+    two = (slice(0, bs), slice(0, q))
+    return [Out.alloc("accepted_indices", (case.max_bs, width), two, torch.int64, device),
+            Out.alloc("accepted_token_ids", (case.max_bs, width), two, torch.int64, device),
+            Out.alloc("accepted_lens", (case.max_bs,), slice(0, bs), torch.int64, device),
+            Out.alloc("next_tokens", (case.max_bs,), slice(0, bs), torch.int64, device)]
+
+
+def _follow_values(case: DDTreeCase, want) -> list:
+    q = case.q
+    return [[list(f.indices) + [-1] * (q - len(f.indices)) for f in want],
+            [list(f.tokens) + [0] * (q - len(f.tokens)) for f in want],
+            [len(f.indices) for f in want], [f.next_token for f in want]]
+
+
+@_check
+def ddtree_follow(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, args, want = _follow_setup(case, device)
+    outs = _follow_outs(case, device)
+    backend.ddtree_follow(*args, *(o.arg for o in outs))
+    synchronize(device)
+    return [p for o, w in zip(outs, _follow_values(case, want)) for p in o.problems(w)] + inputs.problems()
+
+
+@_check
+def ddtree_follow_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, args, _ = _follow_setup(case, "cpu")
+    paths, nexts = backend.ddtree_follow_cpu(*args)
+    want = [follow(case.draft_row(b), case.targets[b], case.parents_row(b), case.sizes[b], case.q, cap=False)
+            for b in range(case.batch)]
+    problems = [] if [list(p) for p in paths] == [list(f.indices) for f in want] else [
+        f"accepted paths {[list(p) for p in paths]} (want {[list(f.indices) for f in want]})"]
+    return problems + _compare("next_tokens", list(nexts), [f.next_token for f in want]) + inputs.problems()
+
+
+@_check
+def ddtree_sample(case: DDTreeCase, backend, device: str) -> list[str]:
+    """With one-hot target probabilities (the target's token per node) sampling verify must give the greedy
+    follow's result exactly, for any uniforms in (0, 1)."""
+    inputs, args, want = _follow_setup(case, device)
+    probs = torch.zeros(case.batch, case.q, case.vocab, dtype=torch.float32)
+    for b, row in enumerate(case.targets):
+        probs[b, torch.arange(case.q), torch.tensor(row)] = 1.0
+    target_probs = inputs.add("target_probs", probs, torch.float32)
+    outs = _follow_outs(case, device)
+    torch.manual_seed(0)
+    backend.ddtree_sample(target_probs, args[0], args[2], args[3], *(o.arg for o in outs))
+    synchronize(device)
+    return [p for o, w in zip(outs, _follow_values(case, want)) for p in o.problems(w)] + inputs.problems()
+
+
+@_check
+def ddtree_eagle_links(case: DDTreeCase, backend, device: str) -> list[str]:
+    inputs, lp, ids = _top_inputs(case, "cpu")
+    nxt, sib = backend.ddtree_eagle_links(lp, ids, case.budget)
+    links = [eagle_links_reverse(t.parents) for t in _cpu_trees(case)]
+    width = case.budget + 1
+    pad = [[(row + [-1] * width)[:width] for row in r] for r in links]
+    return (_compare("retrieve_next_token", nxt, [p[0] for p in pad])
+            + _compare("retrieve_next_sibling", sib, [p[1] for p in pad]) + inputs.problems())
+
+
+@_check
+def ddtree_graph_buckets(case: DDTreeCase, backend, device: str) -> list[str]:
+    buckets, chosen = backend.ddtree_graph_buckets(case.budget, case.prune, ())
+    want = graph_buckets(case.budget, case.prune)
+    problems = [] if list(buckets) == want else [f"buckets {list(buckets)} (want {want})"]
+    wrong = {s: (c, select_bucket(s, want)) for s, c in chosen.items() if c != select_bucket(s, want)}
+    if wrong:
+        problems.append("selected bucket per tree size differs: " + ", ".join(
+            f"size {s}: {c} (want {w})" for s, (c, w) in list(wrong.items())[:6]))
+    return problems

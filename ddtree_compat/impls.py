@@ -1,0 +1,228 @@
+"""DDTree implementations: where a user's DDTree build of SGLang is, what it is, and what it has.
+
+Released SGLang has no DDTree; users run DDTree branches of SGLang. The suite tests the one(s) a user
+points it at (``--ddtree-impl PATH``, repeatable, or ``DDTREE_IMPLS=PATH[:PATH...]``) and the installed
+``sglang`` when it carries DDTree modules. ``PATH`` is a checkout (the folder holding ``python/sglang``),
+its ``python`` folder, or the ``sglang`` package folder itself.
+
+What an implementation has is found from its files (feature detection by file and function name, read
+with :mod:`ast`, nothing imported, no version guessing): a Triton kernel module of DDTree kernels
+(``kernels/ops/speculative/ddtree.py`` or ``srt/speculative/triton_ops/ddtree.py``), CPU helpers in
+``srt/speculative/ddtree_utils.py``, and DFlash's CPU tree builder ``build_ddtree_tree_one_req``
+(``srt/speculative/dflash_utils.py``). An implementation is named by repo and commit, never by
+``sglang.__version__`` (these trees do not set it): read from git when the tree is a checkout, else from
+a ``ddtree-impl.json`` beside ``python/`` (``{"name", "repo", "commit"}``, as whoever unpacked it wrote),
+else the folder's name.
+
+Loading (:func:`load_module`, :func:`load_function`) takes the implementation's own code as written: a
+kernel or helper module by file path under a private module name (so several implementations and the
+installed sglang coexist in one process; those modules import only torch, triton, numpy and the standard
+library at their top), and a function whose module needs the whole server (DFlash's builder) compiled from
+its own source in that file (the function imports what it needs itself).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from .errors import DDTreeInputError
+
+ENV = "DDTREE_IMPLS"
+IDENTITY_FILE = "ddtree-impl.json"
+KERNEL_MODULES = ("kernels/ops/speculative/ddtree.py", "srt/speculative/triton_ops/ddtree.py")
+UTILS_MODULE = "srt/speculative/ddtree_utils.py"
+DFLASH_UTILS = "srt/speculative/dflash_utils.py"
+
+
+@dataclass(frozen=True)
+class DDTreeImpl:
+    """One DDTree implementation on disk.
+
+    Attributes:
+        name: its column in the matrix (``rancy-ddtree-v2-433c58ed``): identity file, else repo and
+            short commit, else the folder name.
+        package: the ``sglang`` package folder.
+        repo, commit: where it comes from (``""`` when unknown).
+        kernel_module: path of its Triton kernel module (``None``: none).
+        kernel_functions: the function names defined there.
+        utils_module, utils_functions: its ``ddtree_utils.py`` and what it defines.
+        dflash_builder: path of the file defining ``build_ddtree_tree_one_req`` (``None``: none).
+    """
+
+    name: str
+    package: Path
+    repo: str = ""
+    commit: str = ""
+    kernel_module: Path | None = None
+    kernel_functions: frozenset[str] = frozenset()
+    utils_module: Path | None = None
+    utils_functions: frozenset[str] = frozenset()
+    dflash_builder: Path | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def identity(self) -> dict:
+        """For the results file's ``env`` line: name, repo, commit, path."""
+        return {"name": self.name, "repo": self.repo, "commit": self.commit, "path": str(self.package)}
+
+    def has(self, function: str) -> bool:
+        return function in self.kernel_functions or function in self.utils_functions or (
+            function == "build_ddtree_tree_one_req" and self.dflash_builder is not None)
+
+
+def _functions(path: Path) -> frozenset[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return frozenset(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
+def _package_dir(path: Path) -> Path | None:
+    for candidate in (path / "python" / "sglang", path / "sglang", path):
+        if (candidate / "__init__.py").is_file() and candidate.name == "sglang":
+            return candidate
+    return None
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def _identity(package: Path) -> dict:
+    root = package.parent.parent if package.parent.name == "python" else package.parent
+    for folder in (root, package.parent):
+        f = folder / IDENTITY_FILE
+        if f.is_file():
+            try:
+                data = json.loads(f.read_text())
+            except ValueError:
+                raise DDTreeInputError(IDENTITY_FILE, str(f), '{"name", "repo", "commit"} as JSON', "not JSON") from None
+            return {k: str(data.get(k, "")) for k in ("name", "repo", "commit")}
+    commit = _git(root, "rev-parse", "HEAD")
+    if commit:
+        repo = _git(root, "config", "--get", "remote.origin.url")
+        base = repo.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1] if repo else root.name
+        return {"name": f"{base}-{commit[:8]}", "repo": repo, "commit": commit}
+    return {"name": root.name, "repo": "", "commit": ""}
+
+
+def describe(path: str | os.PathLike) -> DDTreeImpl | None:
+    """The implementation at ``path``, or ``None`` when it holds no DDTree code.
+
+    Raises:
+        DDTreeInputError: ``path`` is no SGLang tree.
+    """
+    package = _package_dir(Path(path).resolve())
+    if package is None:
+        raise DDTreeInputError("--ddtree-impl", str(path), "a DDTree SGLang checkout (holding python/sglang) or its "
+                               "sglang package folder", "no sglang package there")
+    kernel = next((package / m for m in KERNEL_MODULES if (package / m).is_file()), None)
+    utils = package / UTILS_MODULE if (package / UTILS_MODULE).is_file() else None
+    dflash = package / DFLASH_UTILS
+    builder = dflash if dflash.is_file() and "build_ddtree_tree_one_req" in _functions(dflash) else None
+    if kernel is None and utils is None and builder is None:
+        return None
+    ident = _identity(package)
+    return DDTreeImpl(ident["name"], package, ident["repo"], ident["commit"], kernel,
+                          _functions(kernel) if kernel else frozenset(), utils,
+                          _functions(utils) if utils else frozenset(), builder)
+
+
+def installed() -> DDTreeImpl | None:
+    """The installed ``sglang``, when it has DDTree modules (found without importing it)."""
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        return describe(next(iter(spec.submodule_search_locations)))
+    except DDTreeInputError:
+        return None
+
+
+def discover(paths: list[str]) -> list[DDTreeImpl]:
+    """The implementations of ``paths`` (each must hold DDTree code), then the installed sglang's if it has
+    any and is not among them. Names are made unique.
+
+    Raises:
+        DDTreeInputError: a path that is no SGLang tree or holds no DDTree code.
+    """
+    found = []
+    for p in paths:
+        impl = describe(p)
+        if impl is None:
+            raise DDTreeInputError("--ddtree-impl", p, "an SGLang tree with DDTree modules (" +
+                                   ", ".join((*KERNEL_MODULES, UTILS_MODULE)) + ")", "no DDTree code found")
+        found.append(impl)
+    own = installed()
+    if own is not None and own.package not in {i.package for i in found}:
+        found.append(own)
+    names: dict[str, int] = {}
+    unique = []
+    for impl in found:
+        n = names[impl.name] = names.get(impl.name, 0) + 1
+        unique.append(impl if n == 1 else DDTreeImpl(**{**impl.__dict__, "name": f"{impl.name}.{n}"}))
+    return unique
+
+
+def paths_from_env() -> list[str]:
+    return [p for p in os.environ.get(ENV, "").split(os.pathsep) if p]
+
+
+def _private_name(path: Path) -> str:
+    return f"_ddtree_impl_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}_{path.stem}"
+
+
+@cache
+def load_module(path: Path):
+    """The module at ``path``, loaded by file path under a private name (its own code, unchanged).
+
+    Raises:
+        ImportError: the module's own imports fail here.
+    """
+    name = _private_name(path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    import sys
+
+    sys.modules[name] = module  # Triton and dataclasses look their module up by name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+@cache
+def load_function(path: Path, function: str):
+    """One top-level function of ``path``, compiled from its own source there, for a module whose other
+    top-level imports need the whole SGLang server (DFlash's ``dflash_utils.py``: torchvision, the
+    quantization layers). Its globals are ``torch`` and ``numpy`` (what it uses besides what it imports
+    itself).
+
+    Raises:
+        KeyError: no such top-level function.
+    """
+    import numpy
+    import torch
+
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source, str(path))
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function), None)
+    if node is None:
+        raise KeyError(f"{path} defines no {function}")
+    future = ast.ImportFrom(module="__future__", names=[ast.alias("annotations")], level=0)
+    module = ast.fix_missing_locations(ast.Module(body=[future, node], type_ignores=[]))
+    namespace = {"torch": torch, "np": numpy, "numpy": numpy, "__name__": _private_name(path)}
+    exec(compile(module, str(path), "exec"), namespace)  # noqa: S102 - the implementation's own function
+    return namespace[function]
