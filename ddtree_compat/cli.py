@@ -183,10 +183,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     tier = resolve_tier(args.tier, gpus)
     if tier == "interpret":
         enable_interpreter()
-    from . import backends, kernels
+    from . import backends, impls, kernels
+    from .backends.registry import resolve
 
     try:
-        (backend,) = backends.resolve([args.backend])
+        (backend,) = resolve([args.backend], impls.paths_from_env())
     except DDTreeInputError as e:  # name the option as typed here
         raise DDTreeInputError("--backend", args.backend, e.allowed, e.problem) from None
     case = kernels.case_from_json(_case_text(args.case, args.profile), args.case)

@@ -10,9 +10,8 @@ with :mod:`ast`, nothing imported, no version guessing): a Triton kernel module 
 (``kernels/ops/speculative/ddtree.py`` or ``srt/speculative/triton_ops/ddtree.py``), CPU helpers in
 ``srt/speculative/ddtree_utils.py``, and DFlash's CPU tree builder ``build_ddtree_tree_one_req``
 (``srt/speculative/dflash_utils.py``). An implementation is named by repo and commit, never by
-``sglang.__version__`` (these trees do not set it): read from git when the tree is a checkout, else from
-a ``ddtree-impl.json`` beside ``python/`` (``{"name", "repo", "commit"}``, as whoever unpacked it wrote),
-else the folder's name.
+``sglang.__version__`` (these trees do not set it): :func:`ddtree_compat.identity.identify` (git, else a
+``ddtree-impl.json`` beside ``python/``, else ``DDTREE_E2E_IMPL``, else pip's record), else the folder's name.
 
 Loading (:func:`load_module`, :func:`load_function`) takes the implementation's own code as written: a
 kernel or helper module by file path under a private module name (so several implementations and the
@@ -26,17 +25,15 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
-import json
 import os
-import subprocess
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
 from .errors import DDTreeInputError
+from .identity import identify
 
 ENV = "DDTREE_IMPLS"
-IDENTITY_FILE = "ddtree-impl.json"
 KERNEL_MODULES = ("kernels/ops/speculative/ddtree.py", "srt/speculative/triton_ops/ddtree.py")
 UTILS_MODULE = "srt/speculative/ddtree_utils.py"
 DFLASH_UTILS = "srt/speculative/dflash_utils.py"
@@ -90,32 +87,6 @@ def _package_dir(path: Path) -> Path | None:
     return None
 
 
-def _git(root: Path, *args: str) -> str:
-    try:
-        out = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
-
-
-def _identity(package: Path) -> dict:
-    root = package.parent.parent if package.parent.name == "python" else package.parent
-    for folder in (root, package.parent):
-        f = folder / IDENTITY_FILE
-        if f.is_file():
-            try:
-                data = json.loads(f.read_text())
-            except ValueError:
-                raise DDTreeInputError(IDENTITY_FILE, str(f), '{"name", "repo", "commit"} as JSON', "not JSON") from None
-            return {k: str(data.get(k, "")) for k in ("name", "repo", "commit")}
-    commit = _git(root, "rev-parse", "HEAD")
-    if commit:
-        repo = _git(root, "config", "--get", "remote.origin.url")
-        base = repo.rstrip("/").removesuffix(".git").rsplit("/", 1)[-1] if repo else root.name
-        return {"name": f"{base}-{commit[:8]}", "repo": repo, "commit": commit}
-    return {"name": root.name, "repo": "", "commit": ""}
-
-
 def describe(path: str | os.PathLike) -> DDTreeImpl | None:
     """The implementation at ``path``, or ``None`` when it holds no DDTree code.
 
@@ -132,8 +103,9 @@ def describe(path: str | os.PathLike) -> DDTreeImpl | None:
     builder = dflash if dflash.is_file() and "build_ddtree_tree_one_req" in _functions(dflash) else None
     if kernel is None and utils is None and builder is None:
         return None
-    ident = _identity(package)
-    return DDTreeImpl(ident["name"], package, ident["repo"], ident["commit"], kernel,
+    ident = identify(str(package), None)
+    name = ident.name or package.parent.parent.name
+    return DDTreeImpl(name, package, ident.repo, ident.commit, kernel,
                           _functions(kernel) if kernel else frozenset(), utils,
                           _functions(utils) if utils else frozenset(), builder)
 

@@ -7,7 +7,14 @@ The manifest is TOML (read with :mod:`tomllib`), a list of ``[[issue]]`` tables;
 * ``arch``: arch names (``sm120``), families (``blackwell-rtx``) or ``interpret``; exact, never ``>=``.
 * ``backend``: backend names or :mod:`fnmatch` globs (``sglang-*``).
 * ``budget``: budgets, integers ``>= 0``.
-* ``topology``: topology names or globs (``bf-*``).
+* ``topology``: topology names or globs (``bf-*``; DDTree cells: ``ddtree-<logits>``).
+* ``kernel``: kernel names or globs (``ddtree_follow``, ``ddtree_*``); default: the verify grid's and the
+  DDTree kernels' cells (the kernels whose records the manifest keys).
+* ``layout``: the cells' layout names or globs (``cap16``, ``worker-prune``).
+* ``batch_min``: the smallest batch the entry covers (an integer >= 1).
+* ``strict``: ``true`` (default): a matching cell that passes fails the run (XPASS(strict)), so a fixed
+  kernel prompts removing the entry; ``false`` for a third-party implementation's finding whose cells
+  fail only on some draws (a pass is XPASS, reported, not a failure).
 * ``reason`` (required): what fails and how it shows.
 * ``source`` (required): an ``http(s)://`` link to the report or tracking issue.
 
@@ -34,8 +41,10 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 SHIPPED = Path(__file__).with_name("known_issues.toml")
-KEYS = ("id", "arch", "backend", "budget", "topology", "reason", "source")
+KEYS = ("id", "arch", "backend", "budget", "topology", "kernel", "layout", "batch_min", "strict", "reason", "source")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+DDTREE_TOPOLOGIES = ("ddtree-peaked", "ddtree-flat", "ddtree-ties")
+"""The DDTree cells' topologies (:class:`ddtree_compat.kernels.ddtree.DDTreeCase` coordinates)."""
 
 
 @dataclass(frozen=True)
@@ -49,14 +58,22 @@ class KnownIssue:
     backend: tuple[str, ...] = ()
     budget: tuple[int, ...] = ()
     topology: tuple[str, ...] = ()
+    kernel: tuple[str, ...] = ()
+    layout: tuple[str, ...] = ()
+    batch_min: int = 0
+    strict: bool = True
 
-    def matches(self, arch: str, backend: str, budget: int, topology: str) -> bool:
+    def matches(self, arch: str, backend: str, budget: int, topology: str, kernel: str = "", layout: str = "",
+                batch: int = 1) -> bool:
         """Whether a cell (``arch`` as in the results: ``sm90`` or ``interpret``) is covered."""
         arch_ok = not self.arch or arch in self.arch or (arch != "interpret" and family(arch) in self.arch)
-        return (arch_ok
-                and (not self.backend or any(fnmatchcase(backend, p) for p in self.backend))
-                and (not self.budget or budget in self.budget)
-                and (not self.topology or any(fnmatchcase(topology, p) for p in self.topology)))
+
+        def globs(patterns, value):
+            return not patterns or any(fnmatchcase(value or "", p) for p in patterns)
+
+        return (arch_ok and globs(self.backend, backend) and (not self.budget or budget in self.budget)
+                and globs(self.topology, topology) and globs(self.kernel, kernel) and globs(self.layout, layout)
+                and batch >= self.batch_min)
 
     def describe(self) -> str:
         return f"known issue {self.id}: {self.reason} ({self.source})"
@@ -69,9 +86,11 @@ class Manifest:
     issues: tuple[KnownIssue, ...] = ()
     path: str | None = None
 
-    def match(self, arch: str, backend: str, budget: int, topology: str) -> KnownIssue | None:
+    def match(self, arch: str, backend: str, budget: int, topology: str, kernel: str = "", layout: str = "",
+              batch: int = 1) -> KnownIssue | None:
         """The first entry covering the cell, or ``None``."""
-        return next((i for i in self.issues if i.matches(arch, backend, budget, topology)), None)
+        return next((i for i in self.issues if i.matches(arch, backend, budget, topology, kernel, layout, batch)),
+                    None)
 
     def as_env(self) -> dict[str, dict[str, str]]:
         """``{id: {"reason", "source"}}``, for the results file's ``env`` line (reports link from it)."""
@@ -113,7 +132,7 @@ def _check_arch(where: str):
 
 def _check_topology(where: str):
     def check(pattern: str) -> None:
-        names = (*TOPOLOGIES, "custom")
+        names = (*TOPOLOGIES, "custom", *DDTREE_TOPOLOGIES)
         if not any(fnmatchcase(t, pattern) for t in names):
             raise KnownIssuesError("topology", pattern, ", ".join(names) + " (or a glob matching one)",
                                    "matches no topology", where)
@@ -141,6 +160,11 @@ def _entry(raw: object, n: int, path: str, seen: set[str]) -> KnownIssue:
     if (not isinstance(budgets, list) or ("budget" in raw and not budgets)
             or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in budgets)):
         raise KnownIssuesError("budget", budgets, "a non-empty list of integers >= 0", "wrong type", where)
+    batch_min = raw.get("batch_min", 0)
+    if not isinstance(batch_min, int) or isinstance(batch_min, bool) or batch_min < 0:
+        raise KnownIssuesError("batch_min", batch_min, "an integer >= 1", "wrong type", where)
+    if not isinstance(raw.get("strict", True), bool):
+        raise KnownIssuesError("strict", raw["strict"], "true or false", "wrong type", where)
     seen.add(issue_id)
     return KnownIssue(
         id=issue_id, reason=raw["reason"].strip(), source=raw["source"],
@@ -148,6 +172,9 @@ def _entry(raw: object, n: int, path: str, seen: set[str]) -> KnownIssue:
         backend=_strings(raw["backend"], "backend", where) if "backend" in raw else (),
         budget=tuple(budgets),
         topology=_strings(raw["topology"], "topology", where, _check_topology(where)) if "topology" in raw else (),
+        kernel=_strings(raw["kernel"], "kernel", where) if "kernel" in raw else (),
+        layout=_strings(raw["layout"], "layout", where) if "layout" in raw else (),
+        batch_min=batch_min, strict=raw.get("strict", True),
     )
 
 

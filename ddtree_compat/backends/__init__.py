@@ -12,9 +12,10 @@ Where a kernel can run is answered in one place, :func:`unavailable`, from that 
 FlashInfer's backends declare their supported compute capabilities once and tests ask them): a
 reason string makes the cell a *skip* with that reason, counted in the results, never a pass.
 
-Built-ins live one per file here (:data:`BUILTIN`). Third parties register theirs with an entry point
-in the group ``ddtree_compat.backends`` (``name = "pkg.module:BackendClass"``) or per run with
-``--ddtree-backend pkg.module:object``.
+Built-ins live one per file here (:data:`BUILTIN`); each DDTree implementation found is one more
+(:mod:`.ddtree_impl`). Third parties register theirs with an entry point in the group
+``ddtree_compat.backends`` (``name = "pkg.module:BackendClass"``) or per run with ``--ddtree-backend
+pkg.module:object``; :mod:`.registry` resolves a run's selection.
 """
 
 from __future__ import annotations
@@ -23,20 +24,11 @@ import functools
 import importlib
 import os
 from dataclasses import dataclass, replace
-from importlib.metadata import entry_points
 from typing import Callable
 
-from ..errors import BackendError
 from ..kernels import base_name
 from ..tiers import Target
 
-ENTRY_POINT_GROUP = "ddtree_compat.backends"
-BUILTIN = {
-    "oracle": "ddtree_compat.backends.oracle:OracleBackend",
-    "sglang-triton": "ddtree_compat.backends.sglang_triton:SGLangTritonBackend",
-    "sglang-cuda": "ddtree_compat.backends.sglang_cuda:SGLangCudaBackend",
-    "sglang-torch": "ddtree_compat.backends.sglang_torch:SGLangTorchBackend",
-}
 RUNTIMES = ("host", "triton", "cuda", "torch")
 
 
@@ -165,81 +157,3 @@ def backend_unavailable(backend, target: Target) -> str | None:
     """``None`` when at least one of the backend's kernels can run on ``target``, else the first reason."""
     reasons = [unavailable(backend, k, target) for k in kernels_of(backend)]
     return None if any(r is None for r in reasons) else (reasons[0] if reasons else f"{backend.name} has no kernel")
-
-
-def registered() -> dict[str, str]:
-    """Backend name -> ``module:object``: built-ins, then entry points (a built-in name is not overridden)."""
-    specs = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        specs.setdefault(ep.name, ep.value)
-    return specs
-
-
-def _load(spec: str, where: str):
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise BackendError(where, spec, "a registered name or module:object", "not module:object")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise BackendError(where, spec, "an importable module:object", f"cannot load ({type(e).__name__}: {e})")
-    backend = obj() if isinstance(obj, type) else obj
-    if not isinstance(getattr(backend, "name", None), str) or not kernels_of(backend):
-        raise BackendError(where, spec, "an object with a name and implements (one Implementation per kernel, "
-                           "ddtree_compat.backends.Implementation)", "not a backend")
-    missing = [k for k in kernels_of(backend) if not callable(getattr(backend, k, None))]
-    if missing:
-        raise BackendError(where, spec, "a method for every kernel it implements", f"no method {missing[0]}")
-    return backend
-
-
-def replay_spec(backend) -> str:
-    """What ``--backend`` needs to load this backend again: its registered name, ``ddtree-impl:PATH`` for a
-    DDTree implementation, else ``module:Class``."""
-    impl = getattr(backend, "impl", None)
-    if impl is not None:
-        from .ddtree_impl import spec_of
-
-        return spec_of(backend)
-    spec = registered().get(backend.name)
-    cls = type(backend)
-    if spec == f"{cls.__module__}:{cls.__qualname__}":
-        return backend.name
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def resolve(selection: list[str] | None, impl_paths: list[str] | tuple = ()) -> list:
-    """Backends for a run: each item a registered name, a DDTree implementation's name (of ``impl_paths``
-    or the installed sglang, :mod:`ddtree_compat.impls`), ``ddtree-impl:PATH`` or ``module:object``;
-    ``None`` or ``[]`` = every registered backend and every DDTree implementation found.
-
-    Loading a built-in imports only our adapter, never SGLang (adapters import lazily), so a missing
-    SGLang is a skip at test time, not an error here.
-
-    Raises:
-        BackendError: unknown name, or a spec that does not load to a backend.
-        DDTreeInputError: an ``impl_paths`` entry that is no DDTree SGLang tree.
-    """
-    from .ddtree_impl import SPEC_PREFIX, backends_for, from_spec
-
-    specs = registered()
-    found = {b.name: b for b in backends_for(list(impl_paths))}
-    chosen = selection or [*specs, *found]
-    backends = []
-    for item in chosen:
-        if item in specs:
-            backends.append(_load(specs[item], "--ddtree-backend"))
-        elif item in found:
-            backends.append(found[item])
-        elif item.startswith(SPEC_PREFIX):
-            backends.append(from_spec(item))
-        elif ":" in item:
-            backends.append(_load(item, "--ddtree-backend"))
-        else:
-            raise BackendError("--ddtree-backend", item, ", ".join([*specs, *found]) + ", ddtree-impl:PATH or "
-                               "module:object", "unknown backend")
-    names = [b.name for b in backends]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup:
-        raise BackendError("--ddtree-backend", dup, "each backend once", "duplicate backend name")
-    return backends

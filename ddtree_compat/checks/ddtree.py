@@ -439,3 +439,85 @@ def ddtree_graph_buckets(case: DDTreeCase, backend, device: str) -> list[str]:
         problems.append("selected bucket per tree size differs: " + ", ".join(
             f"size {s}: {c} (want {w})" for s, (c, w) in list(wrong.items())[:6]))
     return problems
+
+
+# --------------------------------------------------------------------------------------------------
+# The per-round chain in one CUDA graph: build -> compile -> follow (or sampling verify)
+# --------------------------------------------------------------------------------------------------
+
+CHAIN_GRAPH = "ddtree_chain@graph"
+SAMPLE_CHAIN_GRAPH = "ddtree_sample_chain@graph"
+
+
+def run_chain_graph(case: DDTreeCase, backend, device: str, sampling: bool = False) -> Verdict:
+    """Capture an implementation's round (``ddtree_build`` on the draft's top-k, ``ddtree_compile`` to verify
+    ids, positions and mask, then ``ddtree_follow`` or, with ``sampling``, ``ddtree_sample`` with one-hot
+    target probabilities) in one CUDA graph on the worker's buffers (``max_bs`` rows, width ``B + 1``), warmed
+    up on another draw of the same shapes; then copy ``case``'s top-k and targets into the static inputs,
+    replay, and judge every output exactly (build arrays, ids, positions, mask, follow outputs). The draft
+    tokens the follow reads are the compiled verify ids, as in the worker."""
+    import torch
+
+    from dataclasses import replace
+
+    warm = replace(case, seed=case.seed + 1)
+    bs, b, q = case.batch, case.budget, case.budget + 1
+    lp, ids = case.top
+    wlp, wids = warm.top
+    try:
+        top_lp = torch.tensor(wlp, dtype=torch.float32, device=device)
+        top_ids = torch.tensor(wids, dtype=torch.int64, device=device)
+        outs = _tree_outs(replace(case, layout="worker"), device)
+        root = torch.tensor(warm.roots, dtype=torch.int64, device=device)
+        past = torch.tensor(case.past_lens, dtype=torch.int64, device=device)
+        vids = Out.alloc("verify_input_ids", (case.max_bs * q,), slice(0, bs * q), torch.int64, device)
+        vpos = Out.alloc("verify_position_ids", (case.max_bs * q,), slice(0, bs * q), torch.int64, device)
+        mask_n = sum(q * (p + q) for p in case.past_lens)
+        mask = Out.alloc("tree_attention_mask", (mask_n,), slice(0, mask_n), torch.bool, device)
+        target = torch.tensor([(t + [0] * q)[:q] for t in warm.targets], dtype=torch.int64, device=device)
+        probs = torch.zeros(bs, q, case.vocab, dtype=torch.float32, device=device)
+        follow_outs = _follow_outs(replace(case, layout="worker"), device)
+
+        def step():
+            backend.ddtree_build(top_lp, top_ids, b, *(o.arg for o in outs))
+            backend.ddtree_compile(root, outs[0].arg, outs[1].arg, outs[3].arg, past, past, outs[4].arg, vids.arg,
+                                   vpos.arg, mask.arg, q, max(case.past_lens) + q)
+            draft = vids.arg.view(bs, q)
+            if sampling:
+                probs.zero_().scatter_(2, target.unsqueeze(2), 1.0)
+                backend.ddtree_sample(probs, draft, outs[2].arg, outs[4].arg, *(o.arg for o in follow_outs))
+            else:
+                backend.ddtree_follow(draft, target, outs[2].arg, outs[4].arg, *(o.arg for o in follow_outs))
+
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            step()  # warm-up: JIT compiles outside the capture
+        torch.cuda.current_stream(device).wait_stream(stream)
+        torch.cuda.synchronize(device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step()
+        top_lp.copy_(torch.tensor(lp, dtype=torch.float32))
+        top_ids.copy_(torch.tensor(ids, dtype=torch.int64))
+        root.copy_(torch.tensor(case.roots, dtype=torch.int64))
+        target.copy_(torch.tensor([(t + [0] * q)[:q] for t in case.targets], dtype=torch.int64))
+        for o in (*outs, vids, vpos, mask, *follow_outs):  # poison again: the replay must write every element
+            o.guard.view.fill_(BOOL_POISON if o.boolean else POISON)
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize(device)
+        duration = time.perf_counter() - start
+    except Exception as e:  # noqa: BLE001 - capture or replay failure is a classified fault
+        return fault_verdict(e)
+    arrs = [arrays(t, b) for t in case.built()]
+    problems = [p for o, w in zip(outs, _tree_values(arrs)) for p in o.problems(w)]
+    ids_want, pos_want, mask_want = _compile_want(replace(case, prune=False), arrs)
+    problems += vids.problems(ids_want) + vpos.problems(pos_want) + mask.problems(mask_want)
+    draft = [(list(ids_want[r * q:(r + 1) * q])) for r in range(bs)]
+    want = [follow(draft[r], case.targets[r], arrs[r].parents, arrs[r].size, q) for r in range(bs)]
+    problems += [p for o, w in zip(follow_outs, _follow_values(replace(case, prune=False), want)) for p in o.problems(w)]
+    if problems:
+        return Verdict("wrong", f"graph captured at width {q}, replayed with new data: " + "; ".join(problems))
+    return Verdict("pass", duration_s=duration)

@@ -15,7 +15,7 @@ requests, and the acceptance the server reports. Every number it reads is predic
   lengths, verify rounds, accepted drafts and output tokens SGLang must report.
 * :mod:`.configs` holds the server configurations and request phases of each profile.
 * :mod:`.server` launches, probes and stops servers (own process group, free port, readiness deadline);
-  :mod:`.implementation` names the SGLang under test by repository and commit.
+  :mod:`ddtree_compat.identity` names the SGLang under test by repository and commit.
 * :mod:`.logparse` reads the server log (``Decode batch`` lines, faults), ``/metrics`` and ``/server_info``.
 * :mod:`.runner` runs one phase against a server, judges it (:class:`ddtree_compat.outcomes.Verdict`) and
   saves what it saw (captures) for the parsing fixtures; :mod:`.table` renders the DDTree sweep, one column

@@ -293,13 +293,16 @@ def eagle_config(shape: TinyShape) -> dict:
             "mlp_bias": False}
 
 
+ROPE_THETA = 10000.0
+"""RoPE base of the DFlash draft (its positional construction, :mod:`.dflash`, is computed for it)."""
+
+
 def dflash_config(shape: TinyShape, block_size: int, target_layer_ids: list[int], mask_token_id: int) -> dict:
     """config.json of a DFlash draft (SGLang ``parse_dflash_draft_config``: ``block_size``,
     ``dflash_config.target_layer_ids`` each ``< num_target_layers``, ``num_target_layers`` (the target's
     layer count; without it SGLang takes the draft's own and rejects the ids), ``mask_token`` and
     ``mask_token_id`` (``< V``; required with ``--skip-tokenizer-init``)); RoPE base
-    :data:`.dflash.ROPE_THETA`."""
-    from .dflash import ROPE_THETA
+    :data:`ROPE_THETA`."""
 
     cfg = _qwen3_config(shape, 1)
     cfg["architectures"] = ["DFlashDraftModel"]
@@ -365,24 +368,3 @@ class DraftSpec:
 def write_target(root: str | Path, shape: TinyShape = TinyShape()) -> Path:
     """Write the target under ``root/target``."""
     return write_checkpoint(Path(root) / "target", target_config(shape), target_tensors(shape))
-
-
-def write_draft(root: str | Path, spec: DraftSpec, shape: TinyShape = TinyShape()) -> Path:
-    """Write one draft under ``root/<spec.name>``.
-
-    Raises:
-        ValueError: unknown algorithm.
-    """
-    path = Path(root) / spec.name
-    if spec.algorithm == EAGLE:
-        return write_checkpoint(path, eagle_config(shape), eagle_tensors(shape, spec.agree))
-    if spec.algorithm == STANDALONE:
-        return write_checkpoint(path, standalone_config(shape), standalone_tensors(shape, spec.agree))
-    if spec.algorithm == DFLASH:
-        from .dflash import draft_tensors
-
-        ids = dflash_layer_ids(shape)
-        mask = shape.vocab - 1
-        return write_checkpoint(path, dflash_config(shape, spec.block_size, ids, mask),
-                                draft_tensors(shape, spec.agree, mask, ids))
-    raise ValueError(f"draft algorithm {spec.algorithm!r}: expected {EAGLE}, {STANDALONE} or {DFLASH}")

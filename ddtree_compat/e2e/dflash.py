@@ -78,7 +78,7 @@ VALUE_GAIN = 64.0
 MAX_CONTEXT = 512
 """Positions (prompt + generated + block) over which :data:`SELECTOR_MARGIN` is guaranteed."""
 
-ROPE_THETA = 10000.0
+ROPE_THETA = ck.ROPE_THETA
 
 
 def selector_scores(distances: torch.Tensor, head_dim: int = 64, theta: float = ROPE_THETA) -> torch.Tensor:

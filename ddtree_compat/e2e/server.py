@@ -33,7 +33,7 @@ from pathlib import Path
 
 from . import checkpoints as ck
 from .configs import DDTREE, ServerConfig
-from .implementation import identify
+from ..identity import identify
 
 SERVER_MODULE = os.environ.get("DDTREE_E2E_SERVER_MODULE", "sglang.launch_server")
 """The module run as the server (``python -m SERVER_MODULE``). Another module is a stand-in (the CPU tests'
@@ -90,7 +90,7 @@ class Capabilities:
         algorithms: ``SpeculativeAlgorithm`` member names.
         modules: optional modules -> importable (``flashinfer``, ``sgl_kernel``, ...).
         error: why the probe (or the HTTP server import) failed, else ``None``.
-        implementation: :meth:`.implementation.Implementation.as_json` of the imported ``sglang``
+        implementation: :meth:`ddtree_compat.identity.Implementation.as_json` of the imported ``sglang``
             (repository and commit where known).
         eagle_graphs_import_flash_mla: the EAGLE worker imports ``FlashMLABackend`` while it captures the
             draft's CUDA graphs (SGLang 0.5.23), so EAGLE / STANDALONE graphs need ``flash_mla``.

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..arch import Gpu
 from . import checkpoints as ck
+from .drafts import write_draft
 from .configs import Phase, ServerConfig, baseline_requests, drafts, e2e_profile, plan
 from .expect import PhaseExpectation
 from .runner import Judgement, Observation, judge, judge_negative_control, run_phase, save_capture
@@ -133,7 +134,7 @@ class E2ESession:
             base = self.root / "checkpoints"
             out = {"target": ck.write_target(base, self.shape)}
             for spec in drafts(list(self.configs.values())):
-                out[spec.name] = ck.write_draft(base, spec, self.shape)
+                out[spec.name] = write_draft(base, spec, self.shape)
             self._checkpoints = out
         return self._checkpoints
 

@@ -63,8 +63,8 @@ class KernelRecord:
             backend once, judge exactly against the oracle (never raises for a kernel failure).
         label: ``(case) -> str``: the results' kernel label of a case when it is not ``name``
             (``verify_attention@emulated-sm120``).
-        known_issue_key: ``(case) -> (budget, topology)`` the known-issues manifest matches on, or
-            ``None`` for a kernel the manifest does not key.
+        known_issues: the known-issues manifest keys this kernel's cells (by arch, backend, kernel, budget,
+            topology, layout, batch; :mod:`ddtree_compat.known_issues`).
         for_backend: ``(backend, cases) -> cases``: the cases a backend runs (default: all).
         emulates: ``(case) -> arch | None``: the arch whose code path a case runs on any target (its
             cell gets that arch's markers too: ``pytest -m sm120`` selects it), or ``None``.
@@ -78,7 +78,7 @@ class KernelRecord:
     cases: Callable[[CaseContext], Sequence[Any]]
     run: str
     label: Callable[[Any], str] | None = None
-    known_issue_key: Callable[[Any], "tuple[int, str] | None"] | None = None
+    known_issues: bool = False
     for_backend: Callable[[Any, tuple], tuple] | None = None
     emulates: Callable[[Any], "str | None"] | None = None
     table: str = "matrix"

@@ -59,12 +59,13 @@ def coordinates(target: Target, backend, case, nodeid: str, kernel: str) -> dict
 
 
 def known_issue(sess, target: Target, backend, kernel: str, case) -> KnownIssue | None:
-    """The manifest entry covering a cell of a record that the manifest keys (verify grid cells)."""
+    """The manifest entry covering a cell of a record that the manifest keys (the verify grid's and the
+    DDTree kernels' cells; not their graph or property variants)."""
     record = kernels.get(kernel)
-    if record is None or record.known_issue_key is None or kernel != record.label_of(case):
+    if record is None or not record.known_issues or kernel != record.label_of(case):
         return None
-    key = record.known_issue_key(case)
-    return sess.known.match(target.column, backend.name, *key) if key else None
+    c = case.coordinates()
+    return sess.known.match(target.column, backend.name, c["budget"], c["topology"], kernel, c["layout"], c["batch"])
 
 
 def record_of(cell: Cell):
@@ -79,7 +80,7 @@ def record_of(cell: Cell):
 
 def replay_line(path, backend, target: Target, nodeid: str, kernel: str) -> str:
     """The one line that replays a failing cell: in-process via the CLI, or as the same pytest cell."""
-    from ..backends import replay_spec
+    from ..backends.registry import replay_spec
     from ..kernels.verify import VERIFY
 
     spec = replay_spec(backend)

@@ -35,7 +35,7 @@ def e2e_params(sess) -> list:
 def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "") -> dict:
     """A cell's fixed fields (tier ``e2e``): backend ``sglang-<algorithm>`` (``sglang-target`` without
     speculation; ``@<implementation>`` appended when the SGLang under test is named by repository and
-    commit, :mod:`ddtree_compat.e2e.implementation`), budget = draft tokens - 1 (DDTREE: the tree budget),
+    commit, :mod:`ddtree_compat.identity`), budget = draft tokens - 1 (DDTREE: the tree budget),
     topology ``chain`` / ``tree-k<topk>`` / ``block`` / ``ddtree-spine`` / ``ddtree-tree`` (``-prune``,
     ``-cpu`` when set), plant = the draft's agreement, batch = concurrency, mode ``graph`` / ``eager``."""
     c, p = cell.config, cell.phase

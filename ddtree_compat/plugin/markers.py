@@ -40,6 +40,8 @@ def register(config: pytest.Config, extra_archs: tuple[tuple[str, str], ...] = (
         config.addinivalue_line("markers", f"{marker_name(fam)}: {fam} family")
     config.addinivalue_line("markers", f"{EMULATED}: runs another arch's tile choice on this target "
                                        "(verify attention, kernel verify_attention@emulated-<arch>)")
+    config.addinivalue_line("markers", "ddtree_needs(kernel, ...): a test taking only ddtree_target and ddtree_backend "
+                                       "runs on the backends implementing these kernels")
     for arch, text in extra_archs:
         config.addinivalue_line("markers", f"{arch}: {text}")
 

@@ -6,7 +6,9 @@ is parametrized over target x backend (those implementing the kernel) x the reco
 ``ddtree_kernel`` too, over every record sharing that argument, the kernel in the id. Ids read like
 the matrix: ``sm90-sglang-cuda-b8-spine-deep-bs3``, ``interpret-oracle-move_kv-b8-...``. Marks: the
 tier, the arch and its family, the emulated arch's for a case that runs another arch's choice, and
-``xfail(strict=True)`` for a cell the known-issues manifest covers. ``ddtree_static_cell`` and
+``xfail(strict=True)`` for a cell the known-issues manifest covers. A test asking only for target and
+backend brings its own cases and gets the backends with the kernels its ``ddtree_needs`` marker names.
+``ddtree_static_cell`` and
 ``ddtree_e2e_cell`` are the static and e2e tiers' (:mod:`.static`, :mod:`.e2e`).
 """
 
@@ -21,6 +23,9 @@ from .markers import EMULATED, arch_marks, target_marks
 from .session import suite
 
 TARGET, BACKEND, KERNEL = "ddtree_target", "ddtree_backend", "ddtree_kernel"
+NEEDS = "ddtree_needs"
+"""``@pytest.mark.ddtree_needs(kernel, ...)``: a test that asks only for target x backend gets the backends
+implementing all of these kernels (default: ``verify_tree_greedy``)."""
 
 
 def _param(sess, target, backend, record, case, with_kernel: bool):
@@ -30,7 +35,7 @@ def _param(sess, target, backend, record, case, with_kernel: bool):
         marks += [getattr(pytest.mark, EMULATED), *arch_marks(emulated)]
     issue = known_issue(sess, target, backend, record.label_of(case), case)
     if issue is not None:
-        marks.append(pytest.mark.xfail(strict=True, reason=issue.describe()))
+        marks.append(pytest.mark.xfail(strict=issue.strict, reason=issue.describe()))
     values = (target, backend, *((record.name,) if with_kernel else ()), case)
     ident = f"{target.id}-{backend.name}-{record.name + '-' if with_kernel else ''}{case.id}"
     return pytest.param(*values, id=ident, marks=marks)
@@ -56,10 +61,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if len(params) > 1:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: asks for {', '.join(params)}; a test takes one "
                                 "kernel case argument")
-    if not params:  # target x backend only (the test brings its own cases): backends with the verify kernel
+    if not params:  # target x backend only (the test brings its own cases): backends with the kernels it names
         from ..kernels.verify import VERIFY
 
-        combos = [b for b in sess.backends if VERIFY in kernels_of(b)]
+        marker = metafunc.definition.get_closest_marker(NEEDS)
+        needs = tuple(marker.args) if marker and marker.args else (VERIFY,)
+        combos = [b for b in sess.backends if all(k in kernels_of(b) for k in needs)]
         metafunc.parametrize((TARGET, BACKEND), [pytest.param(t, b, id=f"{t.id}-{b.name}", marks=target_marks(t))
                                                  for t in sess.targets for b in combos])
         return

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..backends import replay_spec
+from ..backends.registry import replay_spec
 from ..tiers import Target
 
 

@@ -129,7 +129,7 @@ def suite(config: pytest.Config) -> Suite:
 
 
 def _create(config: pytest.Config) -> Suite:
-    from .. import backends as backend_registry
+    from ..backends import registry as backend_registry
     from ..cases import VerifyCase, check_profile
 
     gpus = detect_gpus()

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from ddtree_compat.e2e import checkpoints as ck
+from ddtree_compat.e2e.drafts import write_draft
 from ddtree_compat.e2e.reference import CausalLM, DFlashDraft, EagleDraft
 
 SHAPE = ck.TinyShape()
@@ -70,7 +71,7 @@ def _check_draft(logits: torch.Tensor, tokens: list[int], agree: ck.Agreement):
 
 @pytest.mark.parametrize("agree", AGREEMENTS, ids=lambda a: a.name)
 def test_eagle_draft_agrees_exactly_where_designed(root, target, agree):
-    draft = EagleDraft(ck.write_draft(root, ck.DraftSpec(ck.EAGLE, agree), SHAPE), target)
+    draft = EagleDraft(write_draft(root, ck.DraftSpec(ck.EAGLE, agree), SHAPE), target)
     tokens = list(range(V))
     hidden = torch.randn(V, SHAPE.hidden, generator=torch.Generator().manual_seed(2)) * 5  # ignored by fc
     _check_draft(draft.logits(tokens, hidden), tokens, agree)
@@ -78,7 +79,7 @@ def test_eagle_draft_agrees_exactly_where_designed(root, target, agree):
 
 @pytest.mark.parametrize("agree", AGREEMENTS, ids=lambda a: a.name)
 def test_standalone_draft_agrees_exactly_where_designed(root, target, agree):
-    draft = CausalLM(ck.write_draft(root, ck.DraftSpec(ck.STANDALONE, agree), SHAPE), target.dtype)
+    draft = CausalLM(write_draft(root, ck.DraftSpec(ck.STANDALONE, agree), SHAPE), target.dtype)
     tokens = list(range(V))
     _check_draft(draft.logits(tokens), tokens, agree)
 
@@ -101,7 +102,7 @@ DFLASH_AGREEMENTS = [ck.ALWAYS, ck.NEVER, ck.agreement("mod4"), ck.agreement("mo
 
 @pytest.fixture(scope="module")
 def dflash_drafts(root, target):
-    return {a.name: DFlashDraft(ck.write_draft(root, ck.DraftSpec(ck.DFLASH, a, 16), SHAPE), target)
+    return {a.name: DFlashDraft(write_draft(root, ck.DraftSpec(ck.DFLASH, a, 16), SHAPE), target)
             for a in DFLASH_AGREEMENTS}
 
 
@@ -179,7 +180,7 @@ def test_ddtree_best_first_tree_accepts_what_expect_says(dflash_drafts, agree, b
 
 
 def test_sglang_dflash_config_fields(root):
-    cfg = json.loads((ck.write_draft(root, ck.DraftSpec(ck.DFLASH, ck.ALWAYS, 16), SHAPE) / "config.json").read_text())
+    cfg = json.loads((write_draft(root, ck.DraftSpec(ck.DFLASH, ck.ALWAYS, 16), SHAPE) / "config.json").read_text())
     assert cfg["num_target_layers"] == SHAPE.target_layers == cfg["dflash_config"]["num_target_layers"]
     assert cfg["dflash_config"]["mask_token_id"] == V - 1 and cfg["block_size"] == 16
     assert all(0 <= i < SHAPE.target_layers for i in cfg["dflash_config"]["target_layer_ids"])
@@ -191,7 +192,7 @@ def test_checkpoint_files_and_names(root):
     assert cfg["architectures"] == ["Qwen3ForCausalLM"] and cfg["vocab_size"] == V
     assert all(v.dtype == torch.bfloat16 for v in tensors.values())
     assert len(tensors) == 2 + 11 * SHAPE.target_layers + 1
-    e = ck.write_draft(root, ck.DraftSpec(ck.EAGLE, ck.ALWAYS), SHAPE)
+    e = write_draft(root, ck.DraftSpec(ck.EAGLE, ck.ALWAYS), SHAPE)
     ecfg, et = ck.load_checkpoint(e)
     assert ecfg["architectures"] == ["LlamaForCausalLMEagle"]
     assert "fc.bias" in et and "layers.0.input_layernorm.weight" not in et  # SGLang deletes layer 0's input norm
@@ -207,11 +208,11 @@ def test_transformers_runs_the_same_functions(root):
     model = transformers.AutoModelForCausalLM.from_pretrained(str(t), dtype=torch.bfloat16)
     out = model.generate(torch.tensor([[3, 400, 7]]), max_new_tokens=10, do_sample=False)
     assert out[0, 3:].tolist() == list(range(8, 18))
-    d = ck.write_draft(root, ck.DraftSpec(ck.STANDALONE, ck.agreement("mod4")), SHAPE)
+    d = write_draft(root, ck.DraftSpec(ck.STANDALONE, ck.agreement("mod4")), SHAPE)
     draft = transformers.AutoModelForCausalLM.from_pretrained(str(d), dtype=torch.bfloat16)
     got = draft(torch.arange(64)[None]).logits[0].argmax(-1).tolist()
     assert [g == (t + 1) % V for t, g in enumerate(got)] == [t % 4 != 3 for t in range(64)]
-    e = ck.write_draft(root, ck.DraftSpec(ck.EAGLE, ck.NEVER), SHAPE)
+    e = write_draft(root, ck.DraftSpec(ck.EAGLE, ck.NEVER), SHAPE)
     assert transformers.AutoConfig.from_pretrained(str(e)).architectures == ["LlamaForCausalLMEagle"]
 
 
@@ -221,7 +222,7 @@ def test_sglang_accepts_the_dflash_config(root):
         from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
     except Exception as e:  # noqa: BLE001 - e.g. torchvision missing on the CPU box
         pytest.skip(f"sglang.srt.speculative.dflash_utils does not import here: {type(e).__name__}: {e}")
-    cfg = json.loads((ck.write_draft(root, ck.DraftSpec(ck.DFLASH, ck.NEVER, 16), SHAPE) / "config.json").read_text())
+    cfg = json.loads((write_draft(root, ck.DraftSpec(ck.DFLASH, ck.NEVER, 16), SHAPE) / "config.json").read_text())
     parsed = parse_dflash_draft_config(draft_hf_config=cfg)
     assert parsed.block_size == 16 and parsed.mask_token_id == V - 1
     if hasattr(parsed, "num_target_layers"):  # DDTree builds of SGLang read it (without it: draft layers = 1)

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from ddtree_compat.e2e.implementation import ENV, from_direct_url, from_env, identify
+from ddtree_compat.identity import ENV, from_direct_url, from_env, identify
 
 COMMIT = "433c58ed70cd1dabe5a07a83da12f1513cd599ae"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_compat.e2e import checkpoints as ck
+from ddtree_compat.e2e.drafts import write_draft
 from ddtree_compat.e2e import server as srv
 from ddtree_compat.e2e.configs import DDTREE, plan
 from ddtree_compat.e2e.server import Capabilities, ServerProcess, ServerStartError
@@ -239,5 +240,5 @@ def test_free_ports_are_distinct_and_leave_room_for_the_grpc_port():
 
 def test_checkpoint_folder_names_match_the_plan(tmp_path):
     for spec in {c.draft for c in plan("full") if c.draft}:
-        assert ck.write_draft(tmp_path, spec).name == spec.name
+        assert write_draft(tmp_path, spec).name == spec.name
     assert json.loads((tmp_path / "eagle-never" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle"]

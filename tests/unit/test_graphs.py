@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from ddtree_compat import mutants
-from ddtree_compat.backends import resolve, unavailable
+from ddtree_compat.backends import unavailable
+from ddtree_compat.backends.registry import resolve
 from ddtree_compat.backends.oracle import OracleBackend
 from ddtree_compat.cases import make_case
 from ddtree_compat.kernels.commit import CommitCase

@@ -3,7 +3,8 @@
 import pytest
 
 from ddtree_compat import mutants
-from ddtree_compat.backends import resolve, unavailable
+from ddtree_compat.backends import unavailable
+from ddtree_compat.backends.registry import resolve
 from ddtree_compat.backends.oracle import OracleBackend
 from ddtree_compat.checks.buffers import CANARY_BAND, POISON, make_verify_buffers
 from ddtree_compat.cases import grid, make_case

@@ -52,7 +52,7 @@ def mixed_sweep(pytester, faults, tier, timeout, cases=2):
 
 
 def check_attribution(result, by_backend, faults, n_cases):
-    from ddtree_compat.backends import resolve
+    from ddtree_compat.backends.registry import resolve
 
     names = {spec: resolve([spec])[0].name for spec in faults}
     for spec, (outcome, cls) in faults.items():

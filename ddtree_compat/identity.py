@@ -1,4 +1,5 @@
-"""Which SGLang the e2e servers run: name it by repository and commit, not by ``sglang.__version__``.
+"""Which SGLang is under test: name it by repository and commit, not by ``sglang.__version__``
+(the e2e servers' SGLang, and each DDTree implementation the kernel tiers load, :mod:`ddtree_compat.impls`).
 
 DDTree lives on branches of SGLang whose ``sglang/_version.py`` is generated at build time, so a
 checkout or a copied tree reports ``0.0.0.dev0`` (or the version of another installed ``sglang``
@@ -7,12 +8,14 @@ distribution): the version string does not identify the code under test. In orde
 1. **git**: the ``sglang`` package the probe imported lies in a git work tree (a user's checkout of a
    DDTree branch, ``pip install -e`` or ``PYTHONPATH``): ``origin``'s URL, ``HEAD``'s commit, the branch,
    and whether the tree has local changes (``git status --porcelain``).
-2. **environment**: ``DDTREE_E2E_IMPL`` names it, ``"NAME REPO@COMMIT (BRANCH)"`` or any text whose first
+2. **identity file**: a ``ddtree-impl.json`` beside the tree's ``python/`` folder (``{"name", "repo",
+   "commit"}``), as whoever unpacked a tree without ``.git`` wrote it (``scripts/unpack-ddtree-impls.sh``).
+3. **environment**: ``DDTREE_E2E_IMPL`` names it, ``"NAME REPO@COMMIT (BRANCH)"`` or any text whose first
    word is a short name (a tree copied without ``.git``: the device runs set it from the carry's
    ``impls.tsv``, ``scripts/ddtree-device-setup.sh``).
-3. **pip**: the ``sglang`` distribution whose files are the imported package records a VCS install
+4. **pip**: the ``sglang`` distribution whose files are the imported package records a VCS install
    (``direct_url.json``: ``vcs_info.commit_id`` and ``url``, PEP 610).
-4. **version**: ``sglang <version>`` (a release, e.g. 0.5.23 from PyPI, is named by its version).
+5. **version**: ``sglang <version>`` (a release, e.g. 0.5.23 from PyPI, is named by its version).
 
 :func:`identify` returns an :class:`Implementation`; its :attr:`~Implementation.name` becomes part of the
 e2e cells' backend (``sglang-ddtree@NAME``), so each implementation is its own column.
@@ -37,7 +40,7 @@ class Implementation:
         name: short name for columns (``rancy-ddtree-v2``, ``sglang-433c58ed``); ``""`` for a release
             named by its version only (the backend stays ``sglang-<algorithm>``).
         label: one line for reports: repository, commit, branch, or the version.
-        source: ``git``, ``env``, ``pip`` or ``version``.
+        source: ``git``, ``file``, ``env``, ``pip`` or ``version``.
         repo, commit, branch: what is known (``""`` otherwise).
         dirty: the git tree had local changes.
         path: the imported ``sglang`` package's folder.
@@ -115,12 +118,38 @@ def from_direct_url(direct_url: dict | None, path: str = "") -> Implementation |
                           repo, commit, branch, False, path)
 
 
+IDENTITY_FILE = "ddtree-impl.json"
+
+
+def from_file(path: str) -> Implementation | None:
+    """A ``ddtree-impl.json`` beside the tree's ``python/`` folder (or beside the package), or ``None``.
+
+    Raises:
+        ValueError: the file is not a JSON object.
+    """
+    package = Path(path)
+    root = package.parent.parent if package.parent.name == "python" else package.parent
+    for folder in (root, package.parent):
+        f = folder / IDENTITY_FILE
+        if f.is_file():
+            import json
+
+            data = json.loads(f.read_text())
+            if not isinstance(data, dict):
+                raise ValueError(f"{f}: not a JSON object")
+            repo, commit = str(data.get("repo", "")), str(data.get("commit", ""))
+            name = str(data.get("name") or f"{root.name}")
+            label = f"{_short_repo(repo) if repo else name}@{commit}" if commit else name
+            return Implementation(name, label, "file", _short_repo(repo) if repo else "", commit, "", False, path)
+    return None
+
+
 def identify(path: str, version: str | None, direct_url: dict | None = None,
              env: dict[str, str] | None = None) -> Implementation:
     """Name the implementation whose ``sglang`` package is at ``path`` (see the module docstring)."""
     env = os.environ if env is None else env
-    for found in (from_git(path) if path else None, from_env(env.get(ENV, ""), path),
-                  from_direct_url(direct_url, path)):
+    for found in (from_git(path) if path else None, from_file(path) if path else None,
+                  from_env(env.get(ENV, ""), path), from_direct_url(direct_url, path)):
         if found is not None:
             return found
     return Implementation("", f"sglang {version}", "version", path=path)
