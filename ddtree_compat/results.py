@@ -215,14 +215,130 @@ class ResultsWriter:
 
 @dataclass
 class Results:
-    """A loaded set of results files."""
+    """A loaded set of results files: one verdict per cell (:func:`latest`).
+
+    Attributes:
+        envs: ``env_id`` -> the ``env`` line.
+        records: one :class:`ResultRecord` per cell, the latest verdict of each (files' order kept).
+        superseded: older verdicts of re-run cells that were dropped (a results file appended to by
+            several runs holds a re-run cell more than once).
+    """
 
     envs: dict[str, dict]
     records: list[ResultRecord]
+    superseded: int = 0
+
+
+CellKey = tuple
+"""``(host, CUDA_VISIBLE_DEVICES, tier, kernel, backend, arch, case_id)``: see :func:`cell_key`."""
+
+
+def cell_key(record: ResultRecord, envs: dict[str, dict]) -> CellKey:
+    """What makes a cell one cell: its kernel, backend, arch, case and tier, on one host's device.
+
+    Re-runs of a cell on the same host and device (another pytest run appending to the same file, a
+    resumed sweep) share a key; the same cell on two GPUs of one arch (``CUDA_VISIBLE_DEVICES`` differs in
+    their ``env`` lines) or on two runners (hosts) does not, so merged runners keep each verdict.
+    """
+    env = envs.get(record.env_id, {})
+    return (env.get("host", ""), env.get("cuda_visible_devices") or "", record.tier, record.kernel, record.backend,
+            record.arch, record.case_id)
+
+
+def latest(envs: dict[str, dict], records: list[ResultRecord]) -> tuple[list[ResultRecord], int]:
+    """One verdict per cell (:func:`cell_key`): the one that finished last (``time``; on a tie, the later
+    line). Returns ``(records in their first line's order, number of older verdicts dropped)``.
+
+    The upgrade gate and the reports read through this, so a cell run twice counts once.
+    """
+    order: dict[CellKey, int] = {}
+    chosen: dict[CellKey, tuple[float, int, ResultRecord]] = {}
+    for n, r in enumerate(records):
+        key = cell_key(r, envs)
+        order.setdefault(key, n)
+        if key not in chosen or (r.time, n) >= chosen[key][:2]:
+            chosen[key] = (r.time, n, r)
+    kept = [chosen[k][2] for k in sorted(chosen, key=order.__getitem__)]
+    return kept, len(records) - len(kept)
+
+
+def _read_text(path: str | os.PathLike) -> str:
+    try:
+        raw = Path(path).read_bytes()
+        return (gzip.decompress(raw) if str(path).endswith(".gz") else raw).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
+        reason = getattr(e, "strerror", None) or str(e).split(":")[0]
+        raise ResultsFileError("path", str(path), "a readable JSONL results file", reason) from None
+
+
+_NAMES = {f.name for f in fields(ResultRecord)}
+_REQUIRED = {f.name for f in fields(ResultRecord) if f.default is MISSING}
+
+
+def parse_line(line: str, where: str) -> dict | None:
+    """One line of a results file as a dict (``None`` for a blank line), validated.
+
+    Raises:
+        ResultsFileError: not a JSON object, an unknown ``kind``, a result line missing fields or with an
+            unknown outcome (the message names ``where``: file and line).
+    """
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        raise ResultsFileError("line", line[:40], "one JSON object per line (JSONL)", "not JSON", where) from None
+    if not isinstance(obj, dict) or obj.get("kind") not in ("env", "start", "result"):
+        kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
+        raise ResultsFileError("kind", kind, "env, start, result", "unknown line kind", where)
+    if obj["kind"] == "result":
+        missing = _REQUIRED - set(obj)
+        if missing:
+            raise ResultsFileError(sorted(missing)[0], None, "present in every result line", "missing", where)
+        if obj["outcome"] not in OUTCOMES:
+            raise ResultsFileError("outcome", obj["outcome"], ", ".join(OUTCOMES), "unknown outcome", where)
+        for name, kinds, allowed in _TYPES:
+            value = obj.get(name)
+            if not isinstance(value, kinds) or isinstance(value, bool):
+                raise ResultsFileError(name, value, allowed, "wrong type", where)
+    return obj
+
+
+_TYPES = ((*((n, str, "a string") for n in sorted(_REQUIRED)),
+           *((n, (int, type(None)), "an integer or null") for n in ("budget", "batch", "block_size")),
+           *((n, (int, float), "a number") for n in ("duration_s", "time"))))
+
+
+def check_appendable(path: str | os.PathLike) -> None:
+    """Check that ``path`` may be appended to as a results file: absent, empty, or JSONL this suite wrote
+    (a torn last line, from a writer killed mid-write, is tolerated); never gzipped.
+
+    Raises:
+        ResultsFileError: a ``.gz`` path, an unreadable file, or a line that is not one of ours.
+    """
+    p = Path(path)
+    if str(p).endswith(".gz"):
+        raise ResultsFileError("--ddtree-results", str(p), "a plain .jsonl file (archives are read, never appended "
+                               "to)", "gzipped")
+    if not p.exists():
+        return
+    if p.is_dir():
+        raise ResultsFileError("--ddtree-results", str(p), "a JSONL results file", "is a directory")
+    text = _read_text(p)
+    lines = text.splitlines()
+    if lines and not text.endswith("\n"):
+        lines = lines[:-1]  # a torn last line
+    for n, line in enumerate(lines, 1):
+        try:
+            parse_line(line, f"{p}:{n}")
+        except ResultsFileError as e:
+            raise ResultsFileError("--ddtree-results", str(p), "a results file this suite wrote (or a new path)",
+                                   f"line {n}: {e.problem}") from None
 
 
 def load(paths: Iterable[str | os.PathLike]) -> Results:
-    """Read and validate results files (``.jsonl``, or ``.jsonl.gz`` for archived runs).
+    """Read and validate results files (``.jsonl``, or ``.jsonl.gz`` for archived runs), keeping one verdict
+    per cell, the latest (:func:`latest`).
 
     Raises:
         ResultsFileError: unreadable file, a line that is not a JSON object, an unknown ``kind``,
@@ -232,37 +348,16 @@ def load(paths: Iterable[str | os.PathLike]) -> Results:
     paths = list(paths)
     envs: dict[str, dict] = {}
     records: list[ResultRecord] = []
-    names = {f.name for f in fields(ResultRecord)}
-    required = {f.name for f in fields(ResultRecord) if f.default is MISSING}
     for path in paths:
-        try:
-            raw = Path(path).read_bytes()
-            text = (gzip.decompress(raw) if str(path).endswith(".gz") else raw).decode("utf-8")
-        except (OSError, EOFError, UnicodeDecodeError) as e:
-            raise ResultsFileError("path", str(path), "a readable JSONL results file", str(e).split(":")[0])
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
+        for n, line in enumerate(_read_text(path).splitlines(), 1):
+            obj = parse_line(line, f"{path}:{n}")
+            if obj is None or obj["kind"] == "start":
                 continue
-            where = f"{path}:{n}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                raise ResultsFileError("line", line[:40], "one JSON object per line (JSONL)", "not JSON", where)
-            if not isinstance(obj, dict) or obj.get("kind") not in ("env", "start", "result"):
-                kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
-                raise ResultsFileError("kind", kind, "env, start, result", "unknown line kind", where)
             if obj["kind"] == "env":
                 envs[obj.get("env_id", "")] = obj
                 continue
-            if obj["kind"] == "start":
-                continue
-            body = {k: v for k, v in obj.items() if k in names}
-            missing = required - set(body)
-            if missing:
-                raise ResultsFileError(sorted(missing)[0], None, "present in every result line", "missing", where)
-            if body["outcome"] not in OUTCOMES:
-                raise ResultsFileError("outcome", body["outcome"], ", ".join(OUTCOMES), "unknown outcome", where)
-            records.append(ResultRecord(**body))
+            records.append(ResultRecord(**{k: v for k, v in obj.items() if k in _NAMES}))
     if not records:
         raise ResultsFileError("result", None, "at least one result line", "no cells in " + ", ".join(map(str, paths)))
-    return Results(envs, records)
+    kept, superseded = latest(envs, records)
+    return Results(envs, kept, superseded)

@@ -22,7 +22,7 @@ def test_round_trip_and_report(tmp_path):
     path = tmp_path / "r.jsonl"
     w = ResultsWriter(path, environment("interpret", "default"))
     w.write(record())
-    w.write(record("zero-accept", message="accepted drafts 0 where the oracle accepts [3]"))
+    w.write(record("zero-accept", case_id="b8-spine-first-bs3", message="accepted drafts 0 where the oracle accepts [3]"))
     w.write(record("skip", backend="sglang-cuda", message="tvm-ffi JIT CUDA kernel runs on the device tier only"))
     w.write(record("fault", budget=12, fault_class="illegal-instruction"))
     lines = path.read_text().splitlines()
@@ -153,3 +153,71 @@ def test_fsync_env_is_read_as_a_switch(pytester, value, on, monkeypatch):
     monkeypatch.setenv("DDTREE_FSYNC", value)
     config = pytester.parseconfig()  # the plugin loads through its entry point
     assert config.getoption("ddtree_fsync") is on
+
+
+def _rerun_file(tmp_path, outcomes, envs=None):
+    """One cell written once per outcome, by the same host and device unless ``envs`` says otherwise."""
+    path = tmp_path / "r.jsonl"
+    for n, outcome in enumerate(outcomes):
+        env = {**environment("interpret", "default"), **((envs or [{}] * len(outcomes))[n])}
+        env["env_id"] = f"e{n}"
+        ResultsWriter(path, env).write(record(outcome, time=1000.0 + n))
+    return path
+
+
+def test_a_rerun_cell_counts_once_with_its_latest_verdict(tmp_path):
+    res = load([_rerun_file(tmp_path, ["wrong", "fault", "pass"])])
+    assert [r.outcome for r in res.records] == ["pass"] and res.superseded == 2
+    md = render_markdown(res)
+    assert "| sglang-triton · interpret | 1 | 0 | 0 | 0 | 0 | 1 |" in md  # one cell, the re-run's pass
+
+
+def test_the_same_cell_on_two_gpus_or_two_hosts_keeps_both_verdicts(tmp_path):
+    gpus = _rerun_file(tmp_path, ["wrong", "pass"], [{"cuda_visible_devices": "0"}, {"cuda_visible_devices": "1"}])
+    assert sorted(r.outcome for r in load([gpus]).records) == ["pass", "wrong"]
+    gpus.unlink()
+    hosts = _rerun_file(tmp_path, ["wrong", "pass"], [{"host": "runner-a"}, {"host": "runner-b"}])
+    assert load([hosts]).superseded == 0 and len(load([hosts]).records) == 2
+
+
+def test_latest_is_by_finish_time_across_merged_files(tmp_path):
+    from ddtree_compat.results import latest
+
+    later, earlier = record("pass", time=20.0), record("wrong", time=10.0)
+    kept, dropped = latest({}, [later, earlier])  # files merged in any order: the later finish wins
+    assert kept == [later] and dropped == 1
+
+
+@pytest.mark.parametrize("content, problem", [
+    ("hello\n", "line 1: not JSON"),
+    ('{"kind": "env"}\n{"kind": "result"}\n', "line 2: missing"),
+    ('{"kind": "other"}\n', "line 1: unknown line kind"),
+])
+def test_a_file_that_is_not_ours_cannot_be_appended_to(tmp_path, content, problem):
+    from ddtree_compat.results import check_appendable
+
+    path = tmp_path / "r.jsonl"
+    path.write_text(content)
+    with pytest.raises(ResultsFileError, match=problem):
+        check_appendable(path)
+    assert path.read_text() == content
+
+
+def test_ours_with_a_torn_last_line_can_be_appended_to(tmp_path):
+    from ddtree_compat.results import check_appendable
+
+    path = tmp_path / "r.jsonl"
+    ResultsWriter(path, environment("interpret", "default")).write(record())
+    with open(path, "a") as f:
+        f.write('{"kind": "resu')  # a writer killed mid-line
+    check_appendable(path)
+    check_appendable(tmp_path / "new.jsonl")
+    with pytest.raises(ResultsFileError, match="gzipped"):
+        check_appendable(tmp_path / "r.jsonl.gz")
+
+
+def test_a_result_line_with_a_wrong_type_is_rejected(tmp_path):
+    p = tmp_path / "r.jsonl"
+    p.write_text(json.dumps({"kind": "result", **record().__dict__, "budget": "eight"}) + "\n")
+    with pytest.raises(ResultsFileError, match="field 'budget' = 'eight': wrong type"):
+        load([p])
