@@ -152,8 +152,13 @@ class VerifyCase(SavedCase):
     # ---------------------------------------------------------------- validation
     def check(self, where: str = "case") -> "VerifyCase":
         """Validate every field; return ``self``. Raises :class:`CaseError` on the first bad one."""
+        for name in ("budget", "block_size", "seed", "vocab", "capacity", "accept_width", "topk_cap"):
+            value = getattr(self, name)
+            if not _is_int(value) and not (value is None and name in ("capacity", "accept_width", "topk_cap")):
+                raise CaseError(name, value, "an integer" + ("" if name in ("budget", "block_size", "seed", "vocab")
+                                                             else " or null"), "wrong type", where)
         where = f"{where} {self.id}" if self.requests else where
-        if not isinstance(self.budget, int) or self.budget < 0:
+        if self.budget < 0:
             raise CaseError("budget", self.budget, "integer >= 0", "out of range", where)
         if not isinstance(self.block_size, int) or self.block_size < 2:
             raise CaseError("block_size", self.block_size, "integer >= 2", "out of range", where)
@@ -209,11 +214,17 @@ class VerifyCase(SavedCase):
         missing = {"budget", "block_size", "topology", "plant", "seed", "vocab", "requests"} - set(data)
         if missing:
             raise CaseError(sorted(missing)[0], None, "present", "missing", where)
-        try:
-            reqs = tuple(Request(tuple(r["parents"]), tuple(r["tokens"]), tuple(r["target_predict"]))
-                         for r in data["requests"])
-        except (TypeError, KeyError) as e:
-            raise CaseError("requests", str(e), "objects with parents, tokens, target_predict", "malformed", where)
+        requests = data["requests"]
+        if not isinstance(requests, list) or not all(isinstance(r, dict) for r in requests):
+            raise CaseError("requests", type(requests).__name__, "a list of objects with parents, tokens, "
+                            "target_predict", "malformed", where)
+        for b, r in enumerate(requests):
+            for name in ("parents", "tokens", "target_predict"):
+                values = r.get(name)
+                if not isinstance(values, list) or not all(_is_int(v) for v in values):
+                    bad = values if not isinstance(values, list) else next(v for v in values if not _is_int(v))
+                    raise CaseError(name, bad, "a list of integers", "wrong type", f"{where} request {b}")
+        reqs = tuple(Request(tuple(r["parents"]), tuple(r["tokens"]), tuple(r["target_predict"])) for r in requests)
         fields = {k: v for k, v in data.items() if k not in ("schema", "requests")}
         return cls(requests=reqs, **fields).check(where)
 
@@ -224,6 +235,11 @@ class VerifyCase(SavedCase):
         except OSError as e:
             raise CaseError("path", str(path), "a readable case JSON file", e.strerror or "unreadable")
         return cls.from_json(text, where=str(path))
+
+
+def _is_int(value) -> bool:
+    """An integer of the JSON (``True`` is no integer here)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 class NestedCase(SavedCase):
@@ -373,24 +389,47 @@ def check_profile(profile: str) -> str:
     return profile
 
 
-@lru_cache(maxsize=4)
-def grid(profile: str = "default") -> tuple[VerifyCase, ...]:
-    """All valid verify cases of a profile, in a stable order (budget, block size, topology, plant, batch)."""
+GroupKey = tuple[int, int, str]
+"""``(budget, block_size, topology)``: one group of the grid (:func:`grid_group`)."""
+
+
+def grid_groups(profile: str = "default") -> tuple[GroupKey, ...]:
+    """The groups of a profile's grid, in grid order (budget, then block size, then topology).
+
+    Raises:
+        CaseError: unknown profile.
+    """
+    spec = PROFILE_GRIDS[check_profile(profile)]
+    return tuple((b, blk, t) for b in spec.budgets for blk in spec.block_sizes for t in spec.topologies)
+
+
+def grid_group(profile: str, budget: int, block_size: int, topology: str) -> tuple[VerifyCase, ...]:
+    """The valid verify cases of one group of a profile's grid, in grid order (plant, batch; a batch of
+    ``padded_batches`` also padded to capacity ``block_size`` when ``D < block_size``)."""
     spec = PROFILE_GRIDS[check_profile(profile)]
     cases = []
-    for budget in spec.budgets:
-        for block_size in spec.block_sizes:
-            for topology in spec.topologies:
-                for plant in spec.plants:
-                    for batch in spec.batches:
-                        case = make_case(budget, topology, plant, batch, block_size)
-                        if case is None:
-                            continue
-                        cases.append(case)
-                        if batch in spec.padded_batches and case.num_nodes < block_size:
-                            cases.append(replace(case, capacity=block_size, accept_width=block_size))
+    for plant in spec.plants:
+        for batch in spec.batches:
+            case = make_case(budget, topology, plant, batch, block_size)
+            if case is None:
+                continue
+            cases.append(case)
+            if batch in spec.padded_batches and case.num_nodes < block_size:
+                cases.append(replace(case, capacity=block_size, accept_width=block_size))
     return tuple(cases)
 
 
-__all__ = ["PLANTS", "PROFILES", "Request", "VerifyCase", "GridSpec", "PROFILE_GRIDS", "grid", "make_case",
+@lru_cache(maxsize=4)
+def grid(profile: str = "default") -> tuple[VerifyCase, ...]:
+    """All valid verify cases of a profile, in a stable order: its groups (:func:`grid_groups`) one after
+    another.
+
+    Raises:
+        CaseError: unknown profile.
+    """
+    return tuple(c for key in grid_groups(profile) for c in grid_group(profile, *key))
+
+
+__all__ = ["PLANTS", "PROFILES", "Request", "VerifyCase", "GridSpec", "PROFILE_GRIDS", "grid", "grid_group",
+           "grid_groups", "make_case",
            "plant_path", "target_for_path", "check_profile"]

@@ -1,0 +1,170 @@
+"""Bad input, tabulated: every subcommand (and the pytest plugin) answers each with one line on stderr, no
+traceback, the documented exit status (``ddtree_compat/exitcodes.py``: 2 for the CLI; pytest's own 4 for plain
+pytest), and nothing written or lost in the folder it ran in."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddtree_compat.cases import make_case
+from ddtree_compat.exitcodes import Exit
+from ddtree_compat.kernels.commit import commit_cases
+from ddtree_compat.kernels.ddtree import DDTreeCase
+
+CLI = [sys.executable, "-m", "ddtree_compat"]
+PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "test_x.py"]
+USAGE, PYTEST_USAGE = int(Exit.USAGE), int(pytest.ExitCode.USAGE_ERROR)
+
+RESULT = {"kind": "result", "kernel": "verify_tree_greedy", "tier": "interpret", "backend": "oracle",
+          "arch": "interpret", "case_id": "b8-spine-deep-bs3", "outcome": "pass", "budget": 8, "topology": "spine",
+          "plant": "deep", "batch": 3, "block_size": 16, "mode": "spine", "env_id": "e1"}
+
+
+def _lines(*objs) -> str:
+    return "".join(json.dumps(o) + "\n" for o in objs)
+
+
+def _workspace(root: Path) -> None:
+    """The files the bad inputs point at."""
+    env = {"kind": "env", "env_id": "e1", "tier": "interpret", "gpus": []}
+    case = make_case(8, "spine", "deep", 3)
+    files = {
+        "good.jsonl": _lines(env, RESULT),
+        "notjsonl.txt": "hello\n",
+        "binary.bin": bytes(range(256)),
+        "binary.json": bytes(range(256)),
+        "broken.jsonl.gz": b"not gzip at all",
+        "empty.jsonl": _lines(env),
+        "kind.jsonl": _lines({"kind": "weird"}),
+        "wrongtype.jsonl": _lines(env, {**RESULT, "budget": "eight"}),
+        "missing.jsonl": _lines(env, {"kind": "result", "backend": "oracle"}),
+        "outcome.jsonl": _lines(env, {**RESULT, "outcome": "great"}),
+        "case.json": case.to_json(),
+        "budget.json": json.dumps({**json.loads(case.to_json()), "budget": "8"}),
+        "parent.json": json.dumps({**json.loads(case.to_json()), "requests": [
+            {**json.loads(case.to_json())["requests"][0], "parents": ["x"]}]}),
+        "notjson.json": "{",
+        "schema.json": json.dumps({"schema": "someone-else/1"}),
+        "commit.json": commit_cases((case,))[0].to_json(),
+        "ddtree_budget.json": json.dumps({**json.loads(DDTreeCase(8).to_json()), "budget": "8"}),
+        "afile": "a file, not a folder\n",
+        "out/earlier.jsonl": "not ours\n",
+        "out/kept.jsonl": _lines(env, RESULT),
+        "test_x.py": "def test_x():\n    assert True\n",
+    }
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    (root / "adir").mkdir()
+
+
+# (id, argv, exit status, words in the one stderr line)
+CASES = [
+    # report
+    ("report-missing-file", CLI + ["report", "MISSING.jsonl"], USAGE, "field 'path' = 'MISSING.jsonl'"),
+    ("report-not-jsonl", CLI + ["report", "notjsonl.txt"], USAGE, "not JSON"),
+    ("report-binary", CLI + ["report", "binary.bin"], USAGE, "field 'path' = 'binary.bin'"),
+    ("report-broken-gzip", CLI + ["report", "broken.jsonl.gz"], USAGE, "field 'path' = 'broken.jsonl.gz'"),
+    ("report-no-result-line", CLI + ["report", "empty.jsonl"], USAGE, "no cells in empty.jsonl"),
+    ("report-unknown-kind", CLI + ["report", "kind.jsonl"], USAGE, "unknown line kind"),
+    ("report-wrong-type", CLI + ["report", "wrongtype.jsonl"], USAGE, "field 'budget' = 'eight': wrong type"),
+    ("report-missing-field", CLI + ["report", "missing.jsonl"], USAGE, "missing"),
+    ("report-unknown-outcome", CLI + ["report", "outcome.jsonl"], USAGE, "unknown outcome"),
+    ("report-output-is-a-folder", CLI + ["report", "good.jsonl", "-o", "adir"], USAGE, "adir"),
+    ("report-html-under-a-file", CLI + ["report", "good.jsonl", "-o", "m.md", "--html", "afile/m.html"], USAGE,
+     "afile"),
+    ("report-no-file", CLI + ["report"], USAGE, "the following arguments are required: results"),
+    # diff
+    ("diff-missing-file", CLI + ["diff", "MISSING.jsonl", "good.jsonl"], USAGE, "field 'path' = 'MISSING.jsonl'"),
+    ("diff-not-jsonl", CLI + ["diff", "good.jsonl", "notjsonl.txt"], USAGE, "not JSON"),
+    ("diff-output-is-a-folder", CLI + ["diff", "good.jsonl", "good.jsonl", "-o", "adir"], USAGE, "adir"),
+    ("diff-limit-not-a-number", CLI + ["diff", "good.jsonl", "good.jsonl", "--limit", "x"], USAGE,
+     "argument --limit: invalid int value: 'x'"),
+    # cases
+    ("cases-unknown-profile", CLI + ["cases", "--profile", "huge"], USAGE, "field 'profile' = 'huge'"),
+    ("cases-unknown-attention-profile", CLI + ["cases", "--attention", "huge"], USAGE, "invalid choice: 'huge'"),
+    ("cases-write-into-a-file", CLI + ["cases", "--write", "afile"], USAGE, "afile"),
+    # replay
+    ("replay-missing-file", CLI + ["replay", "MISSING.json", "--backend", "oracle"], USAGE, "field 'path'"),
+    ("replay-binary-case", CLI + ["replay", "binary.json", "--backend", "oracle"], USAGE, "binary, not text"),
+    ("replay-budget-a-string", CLI + ["replay", "budget.json", "--backend", "oracle"], USAGE,
+     "field 'budget' = '8': wrong type"),
+    ("replay-parent-a-string", CLI + ["replay", "parent.json", "--backend", "oracle"], USAGE,
+     "field 'parents' = 'x': wrong type"),
+    ("replay-ddtree-budget-a-string", CLI + ["replay", "ddtree_budget.json", "--backend", "oracle"], USAGE,
+     "ddtree_budget.json"),
+    ("replay-not-json", CLI + ["replay", "notjson.json", "--backend", "oracle"], USAGE, "not a case file"),
+    ("replay-other-schema", CLI + ["replay", "schema.json", "--backend", "oracle"], USAGE,
+     "field 'schema' = 'someone-else/1'"),
+    ("replay-unknown-backend", CLI + ["replay", "case.json", "--backend", "nope"], USAGE, "field '--backend' = 'nope'"),
+    ("replay-unknown-kernel", CLI + ["replay", "case.json", "--backend", "oracle", "--kernel", "bogus"], USAGE,
+     "field '--kernel' = 'bogus'"),
+    ("replay-commit-case-without-kernel", CLI + ["replay", "commit.json", "--backend", "oracle"], USAGE,
+     "feeds several kernels"),
+    ("replay-unknown-id", CLI + ["replay", "b8-spine-nowhere-bs3", "--backend", "oracle"], USAGE,
+     "field 'case' = 'b8-spine-nowhere-bs3': not found"),
+    ("replay-id-unknown-profile", CLI + ["replay", "b8-spine-deep-bs3", "--backend", "oracle", "--profile", "huge"],
+     USAGE, "field 'profile' = 'huge'"),
+    ("replay-device-without-gpu", CLI + ["replay", "case.json", "--backend", "oracle", "--tier", "device"], USAGE,
+     "no GPU"),
+    ("replay-gpu-not-a-number", CLI + ["replay", "case.json", "--backend", "oracle", "--gpu", "x"], USAGE,
+     "argument --gpu: invalid int value: 'x'"),
+    ("replay-no-backend", CLI + ["replay", "case.json"], USAGE, "the following arguments are required: --backend"),
+    # sweep (checked before anything runs)
+    ("sweep-device-without-gpu", CLI + ["sweep", "--tier", "device", "--out-dir", "out"], USAGE, "no GPU"),
+    ("sweep-unknown-tier", CLI + ["sweep", "--tier", "gpu", "--out-dir", "out"], USAGE, "invalid choice: 'gpu'"),
+    ("sweep-unknown-profile", CLI + ["sweep", "--profile", "huge", "--out-dir", "out"], USAGE,
+     "field 'profile' = 'huge'"),
+    ("sweep-unknown-backend", CLI + ["sweep", "--backend", "nope", "--out-dir", "out"], USAGE,
+     "field '--backend' = 'nope'"),
+    ("sweep-unknown-arch-marker", CLI + ["sweep", "--out-dir", "out", "--", "-m", "sm999"], USAGE,
+     "unknown arch marker 'sm999'; allowed: the arch markers sm80, sm86"),
+    ("sweep-resume-a-file-not-ours", CLI + ["sweep", "--out-dir", "out", "--name", "earlier", "--resume"], USAGE,
+     "field '--ddtree-results' = 'out/earlier.jsonl'"),
+    ("sweep-missing-tests", CLI + ["sweep", "--out-dir", "out", "--tests", "nowhere"], USAGE, "field '--tests'"),
+    ("sweep-out-dir-is-a-file", CLI + ["sweep", "--out-dir", "afile"], USAGE, "field '--out-dir' = 'afile'"),
+    ("sweep-bad-worker-count", CLI + ["sweep", "--out-dir", "out", "-n", "zero"], USAGE, "field '-n' = 'zero'"),
+    ("sweep-bad-timeout", CLI + ["sweep", "--out-dir", "out", "--timeout", "0"], USAGE, "field '--timeout' = 0"),
+    ("sweep-bad-resume-passes", CLI + ["sweep", "--out-dir", "out", "--resume-passes", "-1"], USAGE,
+     "field '--resume-passes' = -1"),
+    ("sweep-pytest-finds-a-bad-option", CLI + ["sweep", "--out-dir", "out", "--name", "kept", "-n", "1", "--",
+                                               "--ddtree-progress=soon"], USAGE, "field '--ddtree-progress' = 'soon'"),
+    # the pytest plugin (pytest's own usage-error status)
+    ("pytest-unknown-arch-marker-under-xdist", PYTEST + ["-m", "sm999", "-n", "2"], PYTEST_USAGE,
+     "unknown arch marker 'sm999'"),
+    ("pytest-resume-a-file-not-ours", PYTEST + ["--ddtree-resume", "--ddtree-results=notjsonl.txt"], PYTEST_USAGE,
+     "field '--ddtree-results' = 'notjsonl.txt'"),
+    ("pytest-append-to-a-gzip", PYTEST + ["--ddtree-results=broken.jsonl.gz"], PYTEST_USAGE, "gzipped"),
+    ("pytest-unknown-backend", PYTEST + ["--ddtree-backend=bogus"], PYTEST_USAGE, "field '--ddtree-backend' = 'bogus'"),
+    ("pytest-bad-progress", PYTEST + ["--ddtree-progress=x"], PYTEST_USAGE, "field '--ddtree-progress' = 'x'"),
+]
+
+
+def _snapshot(root: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def test_there_are_at_least_34_and_every_subcommand_has_some():
+    assert len(CASES) >= 34 and len({c[0] for c in CASES}) == len(CASES)
+    for command in ("report", "diff", "cases", "replay", "sweep", "pytest"):
+        assert sum(c[0].startswith(command) for c in CASES) >= 3, command
+
+
+@pytest.mark.parametrize("argv, status, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_gets_one_line_and_its_exit_status(tmp_path, argv, status, words):
+    _workspace(tmp_path)
+    before = _snapshot(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDTREE_")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == status, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(lines) == 1 and words in lines[0], r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    assert _snapshot(tmp_path) == before  # nothing written, nothing removed or changed
