@@ -11,6 +11,7 @@
 * :mod:`.recording`: result lines;
 * :mod:`.containment`: xdist hooks for crashed workers and resume;
 * :mod:`.summary`: the terminal summary;
+* :mod:`.progress`: the start lines (which backends run here, which skip and why) and progress lines;
 * :mod:`.sanitizer`: ``--sanitize``;
 * :mod:`.static`, :mod:`.e2e`: the static and end-to-end tiers' cells.
 
@@ -30,6 +31,7 @@ pytest_plugins = (
     "ddtree_compat.plugin.recording",
     "ddtree_compat.plugin.containment",
     "ddtree_compat.plugin.summary",
+    "ddtree_compat.plugin.progress",
     "ddtree_compat.plugin.static",
     "ddtree_compat.plugin.e2e",
 )

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from ..arch import ARCHES, FAMILIES, family
+from ..errors import DDTreeInputError
 from ..tiers import E2E, STATIC, TIERS, Target
 
 EMULATED = "emulated"
@@ -50,6 +51,32 @@ def selected(markexpr: str) -> set[str]:
     """The markers of :func:`names` (and any ``sm<NN>``) a ``-m`` expression names."""
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", markexpr or ""))
     return {w for w in words if w in names() or re.fullmatch(r"sm\d+", w)}
+
+
+ARCH_WORD = re.compile(r"sm\d+\w*")
+"""A word of a ``-m`` expression that names an arch (``sm120``, ``sm90a``)."""
+
+
+def check_markexpr(markexpr: str, detected: list[str] | tuple = (), registered: list[str] | tuple = ()) -> None:
+    """Reject a ``-m`` expression naming an arch marker no arch row has (``-m sm999``, a typo of ``sm90``),
+    before any worker starts. ``detected``: the archs of this host's GPUs (registered too); ``registered``:
+    marker names the session registers itself (a project's own ``sm...`` markers are left alone).
+
+    Raises:
+        DDTreeInputError: the first unknown arch marker, with the known ones.
+    """
+    words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", markexpr or "")
+    known = {*names(), *detected, *registered}
+    unknown = [w for w in words if ARCH_WORD.fullmatch(w) and w not in known]
+    if unknown:
+        families = ", ".join(marker_name(f) for f in FAMILIES)
+        raise DDTreeInputError("-m", markexpr, f"the arch markers {', '.join(ARCHES)} (families: {families})",
+                               f"unknown arch marker {unknown[0]!r}")
+
+
+def registered_names(config: pytest.Config) -> list[str]:
+    """The marker names registered in ``config`` so far (ini ``markers`` lines)."""
+    return [line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")]
 
 
 def arch_marks(arch: str) -> list:

@@ -105,6 +105,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--ddtree-attention-profile", "verify-attention cases: `interpret` (small shapes), `device` (the shape "
            "sweep) or `auto` (the tier's own)", env="DDTREE_ATTENTION_PROFILE", default="auto",
            choices=ATTENTION_PROFILE_CHOICES),
+    Option("--ddtree-progress", "seconds between progress lines (tests done, static compiles left, the test running "
+           "longest); `0`: none", env="DDTREE_PROGRESS", default="30", metavar="SECONDS"),
     Option("--ddtree-e2e-dir", "e2e tier: generated checkpoints, server logs and captures", env="DDTREE_E2E_DIR",
            default=DEFAULT_E2E_DIR, metavar="DIR"),
 )

@@ -61,6 +61,7 @@ class Suite:
     attention_profile: str = "interpret"
     e2e_dir: str = options.DEFAULT_E2E_DIR
     e2e_selected: list = field(default_factory=list)
+    progress_s: float = 30.0
 
     @cached_property
     def writer(self):
@@ -151,13 +152,28 @@ def _create(config: pytest.Config) -> Suite:
                     static=config.getoption("ddtree_static") == "on",
                     static_cache=config.getoption("ddtree_static_cache"),
                     attention_profile=tier if attention == "auto" else attention,
-                    e2e_dir=config.getoption("ddtree_e2e_dir"))
+                    e2e_dir=config.getoption("ddtree_e2e_dir"), progress_s=_seconds(config.getoption("ddtree_progress")))
+    worker = getattr(config, "workerinput", None)
+    if created.results and worker is None:
+        from ..results import check_appendable
+
+        check_appendable(created.results)  # never append to (or resume from) a file that is not ours
     if created.resume and created.results:
         from ..isolation import results_size
 
-        worker = getattr(config, "workerinput", None)  # every xdist worker reads the controller's snapshot
+        # every xdist worker reads the controller's snapshot
         created.resume_limit = worker.get("ddtree_resume_limit", 0) if worker else results_size(created.results)
     return created
+
+
+def _seconds(value) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if not seconds >= 0:  # also NaN
+        raise DDTreeInputError("--ddtree-progress", value, "seconds >= 0 (0: no progress lines)", "not a number of seconds")
+    return seconds
 
 
 def _check_required(required: list[str], chosen: list, targets: list[Target]) -> None:
@@ -210,7 +226,12 @@ def pytest_configure(config: pytest.Config) -> None:
         pass  # a bad DDTREE_FAKE_GPUS: reported as a usage error once the suite is asked for
     markers.register(config, tuple((g.arch, f"detected compute capability {g.major}.{g.minor}")
                                    for g in gpus if g.arch not in ARCHES))
-    if options.asked(config) or markers.selected(config.getoption("markexpr", "")):
+    markexpr = config.getoption("markexpr", "")
+    try:
+        markers.check_markexpr(markexpr, registered=markers.registered_names(config))
+    except DDTreeInputError as e:  # before xdist starts a worker: one line, pytest's usage-error exit
+        raise pytest.UsageError(str(e)) from None
+    if options.asked(config) or markers.selected(markexpr):
         suite(config)
 
 

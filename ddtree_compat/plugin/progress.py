@@ -1,0 +1,145 @@
+"""What a session says while it runs (the controller process only; a session without the suite hears nothing):
+
+* at the start, one line per backend: what runs here, what skips and why (from the backends' declarations,
+  :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found;
+* every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
+  the static tier's compiles done and left, and the test running longest (which kernel x arch compiles,
+  in a static cell's id: ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``).
+
+Under xdist the controller hears every worker's test starts and reports, so the lines cover all workers.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ..isolation import in_xdist_worker
+from .session import active
+
+REASON_CHARS = 120
+LONG_RUNNING_S = 2.0
+"""A test running at least this long is named in the progress line."""
+
+
+def _names(kernels: list[str], limit: int = 3) -> str:
+    shown = ", ".join(kernels[:limit])
+    return shown if len(kernels) <= limit else f"{shown} +{len(kernels) - limit} more"
+
+
+def _short(reason: str) -> str:
+    return reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 3] + "..."
+
+
+def backend_line(backend, target) -> str:
+    """What a backend runs on a target, in one line: ``sglang-triton on interpret: runs 6 of 8 kernels; skips
+    front_out_cache_loc: <why>; assign_req_to_token: <why>`` (from :func:`ddtree_compat.backends.unavailable`)."""
+    from ..backends import kernels_of, unavailable
+
+    names = list(kernels_of(backend))
+    reasons: dict[str, list[str]] = {}
+    runs = []
+    for kernel in names:
+        reason = unavailable(backend, kernel, target)
+        if reason is None:
+            runs.append(kernel)
+        else:
+            reasons.setdefault(_short(reason), []).append(kernel)
+    head = f"{backend.name} on {target.id}: "
+    skips = "; ".join(f"{_names(ks)}: {reason}" for reason, ks in reasons.items())
+    if not reasons:
+        return head + (f"runs all {len(names)} kernels" if len(names) > 1 else f"runs {names[0]}")
+    if not runs:
+        return head + (f"skips all {len(names)} kernels: {skips}" if len(names) > 1 else f"skips {skips}")
+    return head + f"runs {len(runs)} of {len(names)} kernels; skips {skips}"
+
+
+def start_lines(sess) -> list[str]:
+    """The start of a session: tier and profile, a line per backend and target arch, DDTree implementations."""
+    lines = [f"ddtree-compat: tier {sess.tier}, profile {sess.profile}, {len(sess.backends)} backend(s)"
+             + ("" if sess.static else "; static tier off")]
+    targets = list({t.column: t for t in sess.targets}.values())  # one per arch
+    for backend in sess.backends:
+        for target in targets:
+            lines.append("  " + backend_line(backend, target))
+    if not any(getattr(b, "impl", None) is not None for b in sess.backends):
+        lines.append("  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
+                     "SGLang; the installed sglang has no DDTree modules): the DDTree kernels run on the oracle only")
+    return lines
+
+
+class Progress:
+    """Registered in every session; speaks only in a controller whose session has the suite."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.collected: set[str] = set()
+        self.finished: set[str] = set()
+        self.running: dict[str, float] = {}
+        self.started = self.last = time.monotonic()
+
+    def _speaks(self) -> bool:
+        return active(self.config) is not None and not in_xdist_worker(self.config)
+
+    def _write(self, line: str) -> None:
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, flush=True)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self._speaks():
+            for line in start_lines(active(self.config)):
+                self._write(line)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
+        self.collected.update(ids)
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        self.running.setdefault(nodeid, time.monotonic())
+        self._tick()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when in ("teardown", "???"):  # "???": xdist's report of a crashed worker's test
+            self.running.pop(report.nodeid, None)
+            self.finished.add(report.nodeid)
+        self._tick()
+
+    def _tick(self) -> None:
+        sess = active(self.config)
+        now = time.monotonic()
+        if sess is not None and sess.progress_s > 0 and now - self.last >= sess.progress_s and self._speaks():
+            self.last = now
+            self._write(self.line(now))
+
+    def line(self, now: float | None = None) -> str:
+        """``progress: 14210 of 14924 tests done (95 %), 7:52 elapsed; static: 12 of 210 compiled, 198 left;
+        running longest: <test id> (0:41)``."""
+        now = time.monotonic() if now is None else now
+        total = max(len(self.collected), len(self.finished))
+        done = len(self.finished)
+        out = f"progress: {done} of {total} tests done ({100 * done // max(total, 1)} %), {_clock(now - self.started)} elapsed"
+        static = [n for n in self.collected if "[static-" in n]
+        if static:
+            left = len([n for n in static if n not in self.finished])
+            if left:
+                out += f"; static: {len(static) - left} of {len(static)} compiled, {left} left"
+        if self.running:
+            nodeid, since = min(self.running.items(), key=lambda kv: kv[1])
+            if now - since >= LONG_RUNNING_S:
+                out += f"; running longest: {nodeid.rpartition('::')[2]} ({_clock(now - since)})"
+        return out
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}:{s:02d}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(Progress(config), "ddtree-progress")

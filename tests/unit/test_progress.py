@@ -1,0 +1,59 @@
+"""What a session says while it runs: a line per backend at the start (runs here / skips and why), progress
+lines with the static tier's compiles left and the test running longest; nothing in a foreign session."""
+
+import pytest
+
+from ddtree_compat.plugin.progress import Progress, backend_line
+from ddtree_compat.tiers import Target
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=",
+                                         *args)
+
+
+def test_the_start_says_which_backends_run_and_which_skip_and_why(pytester, verify_suite):
+    result = run(pytester, "--ddtree-case", str(verify_suite), "-n", "1")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["ddtree-compat: tier interpret, profile default, * backend(s)",
+                                 "  oracle on interpret: runs all * kernels",
+                                 "  sglang-cuda on interpret: skips verify_tree_greedy: tvm-ffi JIT CUDA kernel runs on "
+                                 "the device tier only",
+                                 "  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH*"])
+
+
+def test_progress_lines_come_every_interval(pytester, verify_suite):
+    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-progress=0.000001", "-n", "1")
+    result.stdout.fnmatch_lines(["*progress: * of 3 tests done (*%), *elapsed*"])
+    quiet = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-progress=0")
+    assert "progress: " not in quiet.stdout.str()
+
+
+def test_a_bad_interval_is_a_usage_error(pytester, verify_suite):
+    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-progress=-1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*field '--ddtree-progress' = '-1': not a number of seconds*"])
+
+
+def test_the_progress_line_counts_static_compiles_and_names_the_longest_running_test(pytestconfig):
+    p = Progress(pytestconfig)
+    static = [f"k/test_static.py::test_static[static-sm{a}-sglang-triton-verify_tree_greedy-bs3-w16-c16]"
+              for a in (80, 90, 120)]
+    p.collected.update(["k/test_verify.py::test_v[a]", *static])
+    p.finished.update(["k/test_verify.py::test_v[a]", static[0]])
+    p.running = {static[1]: 100.0, static[2]: 130.0}
+    p.started = 40.0
+    assert p.line(now=141.0) == ("progress: 2 of 4 tests done (50 %), 1:41 elapsed; static: 1 of 3 compiled, 2 left; "
+                                 "running longest: test_static[static-sm90-sglang-triton-verify_tree_greedy-bs3-w16-c16] "
+                                 "(0:41)")
+
+
+def test_a_backend_line_groups_its_kernels_by_reason():
+    class Two:
+        name = "two"
+        from ddtree_compat.backends import Implementation
+
+        implements = (Implementation("verify_tree_greedy", "host"), Implementation("move_kv", "cuda", what="a CUDA move"))
+
+    assert backend_line(Two(), Target("interpret", "cpu")) == (
+        "two on interpret: runs 1 of 2 kernels; skips move_kv: a CUDA move runs on the device tier only")
