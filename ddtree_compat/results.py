@@ -299,7 +299,7 @@ def parse_line(line: str, where: str) -> dict | None:
             raise ResultsFileError("outcome", obj["outcome"], ", ".join(OUTCOMES), "unknown outcome", where)
         for name, kinds, allowed in _TYPES:
             value = obj.get(name)
-            if not isinstance(value, kinds) or isinstance(value, bool):
+            if name in obj and (not isinstance(value, kinds) or isinstance(value, bool)):
                 raise ResultsFileError(name, value, allowed, "wrong type", where)
     return obj
 

@@ -1,10 +1,16 @@
-"""Markdown report (fit for a CI step summary): environment, counts, skips by reason, faults by class,
-known issues, the matrix, failures.
+"""Markdown report (fit for a CI step summary): at a glance, then the rest collapsed.
 
-Matrix rows are ``budget x topology x layout`` (``exact``, or ``cap16``: buffers padded to capacity 16);
-columns ``backend x arch`` (``interpret`` for the CPU interpreter). A cell aggregates its plants and
-batch sizes: ``✅ 15`` when all 15 passed, otherwise the count of each status, worst first; ``🔶``
-marks failures a known issue expects (xfail), ``⭐`` passes a known issue did not expect (xpass).
+Visible: a line of totals, the summary picture (when its file name is given), the summary table (rows:
+kernel · backend; columns: arch; a cell ``✅ 1145`` when all passed, else each status's count worst first and
+where the failing cells sit: ``❌ 16 zero-accept, 1129 pass · zero-accept: spine b8, spine b12``), the failures and
+the known issues. Collapsed (``<details>``): environment, counts per ``backend · arch`` column, skips by
+reason, faults by class, the static tier's specializations that did not pass on every arch, verify
+attention by shape and tile choice, the e2e tier, and per kernel with failures its failing budget x
+topology x layout rows. ``🔶`` marks
+failures a known issue expects (xfail), ``⭐`` passes a known issue did not expect (xpass).
+
+The size does not grow with the profile beyond the collapsed tables' rows (each at most
+``max_rows``).
 """
 
 from __future__ import annotations
@@ -12,8 +18,24 @@ from __future__ import annotations
 from collections import Counter
 
 from ..results import Results
-from .summary import (count_header, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, attention_rows, count_rows, e2e_rows,
-                      env_rows, known_rows, matrix_columns, matrix_rows, parts, replay_command, static_rows, summarize)
+from .summary import (ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, count_header,
+                      count_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, parts,
+                      replay_command, static_rows, summarize, summary_table)
+
+
+def _mark(counts: Counter) -> str:
+    total = sum(counts.values())
+    if counts["pass"] == total:
+        return "✅"
+    if counts["skip"] == total:
+        return "⏭"
+    if any(counts[o] for o in (*FAILED, "error")):
+        return "❌"
+    if counts["xpass"]:
+        return "⭐"
+    if counts["xfail"]:
+        return "🔶"
+    return "⚠"
 
 
 def _cell(counts: Counter) -> str:
@@ -21,22 +43,29 @@ def _cell(counts: Counter) -> str:
     if counts["pass"] == total:
         return f"✅ {total}"
     if counts["skip"] == total:
-        return "⏭ skip"
-    if any(counts[o] for o in FAILED):
-        mark = "❌"
-    elif counts["xpass"]:
-        mark = "⭐"
-    elif counts["xfail"]:
-        mark = "🔶"
-    else:
-        mark = "⚠"
-    return f"{mark} {parts(counts)}"
+        return f"⏭ {total} skip"
+    return f"{_mark(counts)} {parts(counts)}"
 
 
-def _table(header: list[str], rows: list[list[object]]) -> list[str]:
+def summary_cell(cell: SummaryCell | None) -> str:
+    """A summary-table cell: :func:`_cell` plus where the worst status's cells sit."""
+    if cell is None:
+        return ""
+    where = cell.where()
+    return _cell(cell.counts) + (f" · {where}" if where else "")
+
+
+def _table(header: list[str], rows: list[list[object]], max_rows: int | None = None) -> list[str]:
+    shown = rows if max_rows is None else rows[:max_rows]
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in shown]
+    if len(shown) < len(rows):
+        out.append(f"| ... {len(rows) - len(shown)} more rows | " + " | " * (len(header) - 1))
     return out + [""]
+
+
+def _details(title: str, body: list[str]) -> list[str]:
+    return ["<details>", f"<summary>{title}</summary>", "", *body, "</details>", ""] if body else []
 
 
 def _known_section(s: Summary) -> list[str]:
@@ -46,42 +75,62 @@ def _known_section(s: Summary) -> list[str]:
     return ["## Known issues (strict xfail; xpass = fixed, update the manifest)", ""] + _table(KNOWN_HEADER, rows)
 
 
-def render_markdown(results: Results, title: str = "DDTree compatibility matrix", max_failures: int = 40) -> str:
-    """Render ``results`` (one or several merged files) as one Markdown document."""
-    s = summarize(results)
-    lines = [f"# {title}", "", "## Environment", ""]
-    lines += _table(ENV_HEADER, env_rows(results))
-    lines += ["## Counts", ""]
-    lines += _table(count_header(s), count_rows(s))
-    if s.skips:
-        lines += ["## Skips by reason", ""]
-        lines += _table(["backend · arch", "reason", "cells"], [[c, m, n] for (c, m), n in sorted(s.skips.items())])
-    if s.faults:
-        lines += ["## Faults by class", ""]
-        lines += _table(["backend · arch", "class", "cells"], [[c, f, n] for (c, f), n in sorted(s.faults.items())])
-    lines += _known_section(s)
+def _totals(s: Summary) -> str:
+    statuses = s.total("statuses")
+    rerun = (f"; {s.results.superseded} older verdict(s) of re-run cells left out (the latest counts)"
+             if s.results.superseded else "")
+    return f"{len(s.records)} cells from {len(s.results.envs)} environment(s): {parts(statuses)}{rerun}."
 
-    rows = [[*key, mode, *(_cell(c) if c else "" for c in cells)] for key, mode, cells in matrix_rows(s)]
-    if rows:
-        lines += ["## Matrix (rows: budget x topology; cells aggregate plants and batch sizes)", ""]
-        lines += _table(["budget", "topology", "layout", "SGLang mode", *matrix_columns(s)], rows)
+
+def _rest(s: Summary, max_rows: int) -> list[str]:
+    """The collapsed sections."""
+    lines = _details("Environment", _table(ENV_HEADER, env_rows(s.results)))
+    lines += _details("Counts by backend · arch", _table(count_header(s), count_rows(s)))
+    if s.skips:
+        lines += _details("Skips by reason", _table(["backend · arch", "reason", "cells"],
+                                                     [[c, m, n] for (c, m), n in sorted(s.skips.items())], max_rows))
+    if s.faults:
+        lines += _details("Faults by class", _table(["backend · arch", "class", "cells"],
+                                                     [[c, f, n] for (c, f), n in sorted(s.faults.items())], max_rows))
     archs, static = static_rows(s)
-    if static:
-        lines += ["## Static tier (AOT compile per arch: resources and SASS; rows: backend x kernel x "
-                  "specialization)", ""]
-        lines += _table(["backend", "kernel", "specialization", *archs],
-                        [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in static])
+    unfit = [(key, cells) for key, cells in static if any(c and c["pass"] != sum(c.values()) for c in cells)]
+    if unfit:
+        lines += _details(f"Static tier: the {len(unfit)} of {len(static)} specializations that did not pass on "
+                          "every arch (AOT compile: resources and SASS)",
+                          _table(["backend", "kernel", "specialization", *archs],
+                                 [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in unfit], max_rows))
     tiles, attention = attention_rows(s)
     if attention:
-        lines += ["## Verify attention (rows: backend · arch x shape; columns: tile choice, `emulated-<arch>` = that "
-                  "arch's choice run on this target; cells aggregate trees, layouts and page sizes)", ""]
-        lines += _table(["backend · arch", "shape", *tiles],
-                        [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in attention])
+        lines += _details("Verify attention: shape x tile choice (`emulated-<arch>`: that arch's choice run on this "
+                          "target; cells aggregate trees, layouts and page sizes)",
+                          _table(["backend · arch", "shape", *tiles],
+                                 [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in attention], max_rows))
     archs, e2e = e2e_rows(s)
     if e2e:
-        lines += ["## End to end (a real SGLang server per configuration; rows: server x request phase)", ""]
-        lines += _table(["backend", "configuration-phase", *archs],
-                        [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in e2e])
+        lines += _details("End to end (a real SGLang server per configuration; rows: server x request phase)",
+                          _table(["backend", "configuration-phase", *archs],
+                                 [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in e2e], max_rows))
+    for kernel in kernels_with_cells(s):
+        cols, rows = kernel_matrix(s, kernel, failing_only=True)
+        if rows:
+            lines += _details(f"{kernel}: its {len(rows)} budget x topology x layout row(s) with failures",
+                              _table(["budget", "topology", "layout", "SGLang mode", *cols],
+                                     [[*key, mode, *(_cell(c) if c else "" for c in cells)] for key, mode, cells in rows],
+                                     max_rows))
+    return lines
+
+
+def render_markdown(results: Results, title: str = "DDTree compatibility matrix", max_failures: int = 40,
+                    picture: str | None = None, max_rows: int = 200) -> str:
+    """Render ``results`` (one or several merged files) as one Markdown document; ``picture``: the summary
+    picture's path as the document links it (``None``: no picture); ``max_rows`` bounds each collapsed table."""
+    s = summarize(results)
+    lines = [f"# {title}", "", _totals(s), ""]
+    if picture:
+        lines += [f"![summary picture: worst outcome per budget x topology, by arch, kernel and backend]({picture})", ""]
+    archs, rows = summary_table(s)
+    lines += ["## Summary (rows: kernel · backend; columns: arch; after `·`: where the failing cells sit)", ""]
+    lines += _table(["table", "kernel", "backend", *archs], [[*key, *map(summary_cell, cells)] for key, cells in rows])
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""
@@ -92,4 +141,10 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
         lines.append(f"- ... and {len(s.failures) - max_failures} more")
     if not s.failures:
         lines.append("None" + (" beyond known issues." if s.known else "."))
+    if s.xpassed:
+        lines += ["", f"{len(s.xpassed)} cell(s) passed although a known issue covers them (XPASS(strict)): update "
+                      "the manifest."]
+    lines.append("")
+    lines += _known_section(s)
+    lines += _rest(s, max_rows)
     return "\n".join(lines) + "\n"

@@ -4,7 +4,13 @@ A *column* is ``backend · arch`` (``interpret`` for the CPU interpreter; kernel
 ``verify_tree_greedy`` add ``:kernel`` to the backend); results from several files,
 runners or GPUs of the same arch fall into the same column. A cell's *status* is its outcome, or
 ``xfail`` / ``xpass`` when a known issue covers it (:func:`ddtree_compat.known_issues.status`). A group
-of cells (a matrix row, a heatmap square) shows its worst status, in the order :data:`WORST_FIRST`.
+of cells (a table cell, a square of the summary picture) shows its worst status, in the order
+:data:`WORST_FIRST`.
+
+Where a kernel's cells go is its record's ``table`` (:func:`table_of`): ``matrix`` and ``ddtree`` cells have a
+budget and a topology (the summary picture, and per kernel a budget x topology x layout table),
+``attention`` cells a shape and a tile choice; static and e2e cells are tables of their own. The summary
+table (:func:`summary_table`) has one row per kernel x backend and one column per arch, whatever the profile.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from dataclasses import dataclass, field
 
 from ..outcomes import FAILED, OUTCOMES, WORST_FIRST
 from .. import kernels
+from ..arch import parse_arch
+from ..errors import ArchError
 from ..kernels.verify import VERIFY
 from ..known_issues import status
 from ..tiers import E2E, STATIC
@@ -171,26 +179,127 @@ def parts(counts: Counter) -> str:
 
 
 def kernel_run(r: ResultRecord) -> bool:
-    """A kernel tier's cell (interpret or device): the ones the budget x topology matrix and heatmap show."""
+    """A kernel tier's cell (interpret or device), not a static or e2e one."""
     return r.tier not in (STATIC, E2E)
 
 
-def matrix_columns(s: Summary) -> list[str]:
-    """Columns of the budget x topology matrix: those with kernel-run (not static, not e2e) cells."""
-    return sorted({column(r) for r in s.records if kernel_run(r)})
+def table_of(r: ResultRecord) -> str:
+    """The table a cell joins: ``static``, ``e2e``, or its kernel record's ``table`` (``matrix``, ``ddtree``,
+    ``attention``); a label that is no record's (a CUDA-graph chain) by its topology (``ddtree-<logits>``)."""
+    if r.tier in (STATIC, E2E):
+        return r.tier
+    record = kernels.get(r.kernel)
+    if record is not None:
+        return record.table
+    return "ddtree" if r.topology.startswith("ddtree-") else "matrix"
 
 
-def matrix_rows(s: Summary) -> list[tuple[tuple, str, list[Counter | None]]]:
-    """The detailed matrix: per ``(budget, topology, layout)`` its SGLang mode(s) and, per column of
-    :func:`matrix_columns`, the Counter of statuses over plants and batch sizes (``None`` where the
-    column has no such case). Static cells have no budget and are left to :func:`static_rows`."""
-    cells = s.grouped(lambda r: (r.budget, r.topology, r.layout))
-    modes: dict[tuple, set] = {}
-    for r in s.records:  # a budget is spine mode at one block size and tree mode at a smaller one
-        if kernel_run(r):
-            modes.setdefault((r.budget, r.topology, r.layout), set()).add(r.mode)
-    cols = matrix_columns(s)
-    return [(key, "/".join(sorted(modes[key])), [cells.get((*key, c)) for c in cols]) for key in sorted(modes)]
+TABLE_ORDER = ("matrix", "ddtree", "attention", STATIC, E2E)
+
+
+def arch_key(arch: str) -> tuple:
+    """Arches by compute capability, ``interpret`` (the CPU) and names of no arch (``nogpu``) last."""
+    try:
+        return (0, *parse_arch(arch), arch)
+    except ArchError:
+        return (1 if arch == "interpret" else 2, 0, 0, arch)
+
+
+def kernel_key(label: str) -> tuple:
+    """Kernels in registry order, a label after its kernel (``verify_tree_greedy@graph``), other labels last."""
+    names = list(kernels.registry())
+    base = kernels.base_name(label)
+    return (names.index(base) if base in names else len(names), label)
+
+
+def place(r: ResultRecord) -> str:
+    """Where in its table a cell sits, for the summary table: ``spine b8``, ``emulated-sm120 h4g2d64-pre17-fp16``,
+    a static specialization or an e2e configuration."""
+    table = table_of(r)
+    if table in ("matrix", "ddtree") and r.budget is not None:
+        return f"{r.topology} b{r.budget}"
+    if table == "attention":
+        return f"{tiles_of(r)} {r.shape}"
+    return r.case_id
+
+
+def summary_label(r: ResultRecord) -> tuple[str, str, str]:
+    """A summary-table row: ``(table, kernel, backend)``; verify attention's tile choices share one row."""
+    table = table_of(r)
+    return table, kernels.base_name(r.kernel) if table == "attention" else r.kernel, r.backend
+
+
+@dataclass
+class SummaryCell:
+    """One cell of the summary table: the statuses of its cells and, per status, where those cells sit
+    (:func:`place`, each place once)."""
+
+    counts: Counter = field(default_factory=Counter)
+    places: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, r: ResultRecord) -> None:
+        st = cell_status(r)
+        self.counts[st] += 1
+        where = place(r)
+        if where not in self.places[st]:
+            self.places[st].append(where)
+
+    @property
+    def status(self) -> str:
+        return worst(self.counts)
+
+    def where(self, limit: int = 6) -> str:
+        """Where the cells of each status worse than ``skip`` sit, worst first, at most ``limit`` places in all:
+        ``fault: random b64; zero-accept: spine b8, spine b12`` (``""`` when none failed)."""
+        groups, shown = [], 0
+        for st in WORST_FIRST[:WORST_FIRST.index("skip")]:
+            found = sorted(self.places.get(st, ()), key=lambda x: _natural((x,)))
+            if not found:
+                continue
+            room = max(limit - shown, 1)
+            more = f" +{len(found) - room} more" if len(found) > room else ""
+            groups.append(f"{st}: {', '.join(found[:room])}{more}")
+            shown += min(len(found), room)
+        return "; ".join(groups)
+
+
+def summary_table(s: "Summary") -> tuple[list[str], list[tuple[tuple[str, str, str], list[SummaryCell | None]]]]:
+    """The summary table: ``(arches, rows)``; a row is ``((table, kernel, backend), cells)``, a cell per arch
+    (``None`` where none ran). Bounded by kernels x backends x arches: the same size for every profile."""
+    arches = sorted({r.arch for r in s.records}, key=arch_key)
+    cells: dict[tuple, SummaryCell] = defaultdict(SummaryCell)
+    for r in s.records:
+        cells[(summary_label(r), r.arch)].add(r)
+    keys = sorted({k for k, _ in cells}, key=lambda k: (TABLE_ORDER.index(k[0]) if k[0] in TABLE_ORDER else 9,
+                                                        kernel_key(k[1]), k[2]))
+    return arches, [(k, [cells.get((k, a)) for a in arches]) for k in keys]
+
+
+def kernels_with_cells(s: "Summary", tables: tuple[str, ...] = ("matrix", "ddtree")) -> list[str]:
+    """The kernel labels with cells in these tables, in registry order."""
+    return sorted({r.kernel for r in s.records if table_of(r) in tables}, key=kernel_key)
+
+
+def kernel_matrix(s: "Summary", kernel: str, failing_only: bool = False
+                  ) -> tuple[list[str], list[tuple[tuple, str, list[Counter | None]]]]:
+    """One kernel's detail table: ``(columns, rows)``; columns ``backend · arch``, a row ``((budget, topology,
+    layout), SGLang mode(s), a Counter of statuses per column)`` over plants and batch sizes (``None`` where
+    the column has no such cell). ``failing_only``: only rows with a failure (:data:`FAILED`, ``error``,
+    ``xpass``)."""
+    recs = [r for r in s.records if r.kernel == kernel and kernel_run(r)]
+    cols = sorted({f"{r.backend} · {r.arch}" for r in recs}, key=lambda c: (arch_key(c.rsplit(" · ", 1)[1]), c))
+    cells: dict[tuple, Counter] = defaultdict(Counter)
+    modes: dict[tuple, set] = defaultdict(set)
+    for r in recs:
+        key = (r.budget, r.topology, r.layout)
+        cells[(key, f"{r.backend} · {r.arch}")][cell_status(r)] += 1
+        modes[key].add(r.mode)
+    bad = {*FAILED, "error", "xpass"}
+    keys = sorted(modes, key=lambda k: (k[0] if k[0] is not None else -1, _natural(k[1:])))
+    rows = [(k, "/".join(sorted(modes[k])), [cells.get((k, c)) for c in cols]) for k in keys]
+    if failing_only:
+        rows = [row for row in rows if any(c and any(c[b] for b in bad) for c in row[2])]
+    return cols, rows
 
 
 def _natural(key: tuple) -> list:
@@ -202,7 +311,7 @@ def static_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter |
     """The static tier's table: ``(archs, rows)``; a row is ``(backend, kernel, specialization)`` and,
     per compile-target arch, the Counter of statuses (``None`` where not compiled)."""
     recs = [r for r in s.records if r.tier == STATIC]
-    archs = sorted({r.arch for r in recs}, key=lambda a: (len(a), a))
+    archs = sorted({r.arch for r in recs}, key=arch_key)
     cells: dict[tuple, Counter] = {}
     for r in recs:
         cells.setdefault((r.backend, r.kernel, r.case_id, r.arch), Counter())[cell_status(r)] += 1
@@ -238,7 +347,7 @@ def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | No
     """The e2e tier's table: ``(archs, rows)``; a row is ``(backend, case id)`` (server configuration and
     request phase) and, per arch, the Counter of statuses (``None`` where not run)."""
     recs = [r for r in s.records if r.tier == E2E]
-    archs = sorted({r.arch for r in recs}, key=lambda a: (len(a), a))
+    archs = sorted({r.arch for r in recs}, key=arch_key)
     cells: dict[tuple, Counter] = {}
     for r in recs:
         cells.setdefault((r.backend, r.case_id, r.arch), Counter())[cell_status(r)] += 1

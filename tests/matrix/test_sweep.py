@@ -30,13 +30,30 @@ def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
     # one verify-attention cell per backend: SGLang's extend_attention_fwd interpreted, its own tile choice
     assert by_cell[("verify_attention", "sglang-triton")] == {"pass"} and by_cell[("verify_attention", "oracle")] == {"pass"}
     report = (out / "slice.md").read_text()
-    assert "| 8 | spine | cap16 | spine |" in report and "sglang-triton · interpret" in report
-    assert "## Verify attention" in report and "| sglang-triton · interpret | h4g2d64-pre17-fp16 | ✅ 1 |" in report
+    assert "| matrix | verify_tree_greedy | sglang-triton | ✅ 28 |" in report  # the summary table, one column
+    assert "| matrix | verify_tree_greedy | sglang-cuda | ⏭ 28 skip |" in report
+    assert "| sglang-triton · interpret | h4g2d64-pre17-fp16 | ✅ 1 |" in report  # verify attention, collapsed
     assert (out / "slice.png").read_bytes()[:4] == b"\x89PNG"
     assert "<td>sglang-triton · interpret</td>" in (out / "slice.html").read_text()
+    # the start: a line per backend, what runs and what skips with the reason
+    assert "sglang-cuda on interpret: skips" in r.stdout and "oracle on interpret: runs" in r.stdout, r.stdout[:3000]
 
 
 def test_sweep_on_cpu_refuses_device_tier(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "device", "--out-dir", str(tmp_path)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no GPU" in r.stderr
+
+
+def test_a_sweep_pytest_refuses_keeps_the_earlier_results(tmp_path):
+    """A usage error pytest finds (an option of the plugin with a bad value) ends the sweep with 2 and leaves
+    the day's earlier results file as it was."""
+    out = tmp_path / "results"
+    out.mkdir()
+    earlier = out / "slice.jsonl"
+    earlier.write_text('{"kind": "env", "env_id": "e1"}\n')
+    r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "--out-dir", str(out),
+                        "--name", "slice", "-n", "1", "--", "--ddtree-progress=soon"], capture_output=True, text=True)
+    assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "field '--ddtree-progress' = 'soon'" in r.stderr and "Traceback" not in r.stderr
+    assert earlier.read_text() == '{"kind": "env", "env_id": "e1"}\n' and sorted(p.name for p in out.iterdir()) == ["slice.jsonl"]

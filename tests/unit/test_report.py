@@ -1,8 +1,10 @@
-"""The HTML page and heatmap from the real H200 results, merged columns, and worst-status aggregation."""
+"""The reports from the real H200 results: the summary picture and table, bounded for the default and the full
+profile, details per kernel and the static tier per arch in the HTML page, merged columns, worst-status
+aggregation."""
 
 import base64
-import io
 import gzip
+import io
 import json
 import re
 import subprocess
@@ -12,9 +14,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ddtree_compat.report import render_heatmap, render_html
-from ddtree_compat.report.summary import summarize
-from ddtree_compat.results import load
+from ddtree_compat import kernels
+from ddtree_compat.cases import PLANTS, PROFILE_GRIDS
+from ddtree_compat.report import render_html, render_markdown, render_summary
+from ddtree_compat.report.summary import summarize, summary_table
+from ddtree_compat.results import ResultRecord, Results, load
 
 H200 = Path(__file__).resolve().parents[2] / "docs/results/2026-11-30-sm90-default.jsonl.gz"
 
@@ -24,6 +28,10 @@ def edited(src: Path, dst: Path, edit) -> Path:
     out = [edit(json.loads(line)) for line in (gzip.decompress(src.read_bytes()).decode() if src.suffix == ".gz" else src.read_text()).splitlines()]
     dst.write_text("".join(json.dumps(o) + "\n" for o in out if o is not None))
     return dst
+
+
+def size(png: bytes) -> tuple[int, int]:
+    return Image.open(io.BytesIO(png)).size
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +50,7 @@ def planted(tmp_path_factory):
     return edited(H200, tmp_path_factory.mktemp("rep") / "planted.jsonl", edit)
 
 
-def test_cli_writes_markdown_html_and_png_of_the_h200_run(tmp_path):
+def test_cli_writes_markdown_html_and_the_summary_picture_of_the_h200_run(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "report", str(H200), "-o", str(tmp_path / "m.md"),
                         "--html", str(tmp_path / "m.html")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -52,10 +60,14 @@ def test_cli_writes_markdown_html_and_png_of_the_h200_run(tmp_path):
     assert base64.b64decode(inlined) == png  # self-contained: the page carries the PNG it was written with
     assert "NVIDIA H200 (sm90, cc 9.0)" in html and "<td>0.5.23</td>" in html
     assert re.search(r"<td>sglang-cuda · sm90</td><td class=\"num\">1145</td>", html)
-    width, height = Image.open(io.BytesIO(png)).size
-    assert height > width > 600  # three backends stacked, one arch column
+    width, height = size(png)
+    assert 1000 < width < 2000 and 400 < height < 1000  # was 1029 x 9376: 33 panels stacked
     md = (tmp_path / "m.md").read_text()
-    assert "| sglang-triton · sm90 | 1145 | 0 | 0 | 0 | 0 | 1145 | 0 | 0 |" in md  # grid + property record
+    assert "| matrix | verify_tree_greedy | sglang-triton | ✅ 1145 |" in md  # grid + property cell
+    assert "| matrix | move_kv | sglang-torch | ✅ 1144 |" in md and len(md) < 20_000
+    assert "<details>" in md and "## Failures (0)" in md
+    for kernel in ("verify_tree_greedy", "move_kv", "verify_commit@graph"):  # details per kernel in the page
+        assert f"<summary>{kernel} <span" in html
 
 
 def test_merged_runners_give_one_column_per_arch(tmp_path):
@@ -64,9 +76,11 @@ def test_merged_runners_give_one_column_per_arch(tmp_path):
     one, two = load([H200]), load([H200, sm120])
     assert [c for c in summarize(two).columns if ":" not in c] == ["oracle · sm120", "oracle · sm90", "sglang-cuda · sm120", "sglang-cuda · sm90",
                                       "sglang-triton · sm120", "sglang-triton · sm90"]
-    w1, h1 = Image.open(io.BytesIO(render_heatmap(one))).size
-    w2, h2 = Image.open(io.BytesIO(render_heatmap(two))).size
-    assert h2 == h1 and w2 > 1.8 * w1  # a second column of panels, same rows
+    arches, rows = summary_table(summarize(two))
+    assert arches == ["sm90", "sm120"] and len(rows) == len(summary_table(summarize(one))[1])
+    w1, h1 = size(render_summary(one))
+    w2, h2 = size(render_summary(two))
+    assert w2 == w1 and 1.6 * h1 < h2 < 2.2 * h1  # a second block of rows, same columns
     assert len(two.envs) == 2 and "(sm120, cc 12.0)" in render_html(two, png=b"")
 
 
@@ -77,10 +91,67 @@ def test_worst_status_per_square_and_known_issues_shown(planted):
     assert squares[(64, "random", col)] == {"fault": 3, "pass": 12}
     assert squares[(8, "spine", col)] == {"xfail": 16} and squares[(12, "spine", col)] == {"xpass": 16}
     assert squares[(64, "random", "sglang-cuda · sm90")] == {"pass": 15}
-    # the H200 file also holds 20 real faults: the oracle backend cannot be captured in a CUDA graph
     assert [r.outcome for r in s.failures if r.kernel == "verify_tree_greedy"] == ["fault"] * 3
     assert len(s.xpassed) == 16
+    md = render_markdown(load([planted]))
+    assert ("| matrix | verify_tree_greedy | sglang-triton | ❌ 3 fault, 16 xpass, 16 xfail, 1110 pass · fault: random "
+            "b64; xpass: spine b12; xfail: spine b8 |") in md
     html = render_html(load([planted]), png=b"")
     assert "&lt;script&gt;boom&lt;/script&gt;" in html and "<script>boom" not in html  # autoescaped
     assert "planted &lt;b&gt;known&lt;/b&gt;" in html and '<a href="https://example.org/1">' in html
     assert '<span class="badge st-xpass">xpass</span>' in html and f"Failures ({len(s.failures)})" in html
+    assert "fault: random b64; xpass: spine b12; xfail: spine b8" in html
+
+
+def test_the_picture_marks_the_failing_squares(planted):
+    """The fault square (random, B = 64) in the sglang-triton row is drawn in the fault colour, and the same
+    square of sglang-cuda's row in the pass colour."""
+    from ddtree_compat.report.picture import STYLE
+
+    image = Image.open(io.BytesIO(render_summary(load([planted])))).convert("RGB")
+    colours = {c for _, c in image.getcolors(maxcolors=1 << 16)}
+    fault = tuple(int(STYLE["fault"][0][i:i + 2], 16) for i in (1, 3, 5))
+    xpass = tuple(int(STYLE["xpass"][0][i:i + 2], 16) for i in (1, 3, 5))
+    assert fault in colours and xpass in colours
+    clean = Image.open(io.BytesIO(render_summary(load([H200])))).convert("RGB")
+    assert fault not in {c for _, c in clean.getcolors(maxcolors=1 << 16)}
+
+
+def _synthetic(profile: str) -> Results:
+    """Every verify and commit cell a profile's grid could have (its coordinates, no case data) for three
+    backends on two arches, plus DDTree cells over that profile's budgets: 10^4 to 10^5 cells."""
+    spec = PROFILE_GRIDS[profile]
+    commit = [r.name for r in kernels.registry().values() if r.case_param == "ddtree_commit_case"]
+    ddtree = [r.name for r in kernels.registry().values() if r.table == "ddtree"][:4]
+    from ddtree_compat.kernels.ddtree import BUDGETS
+
+    records = []
+    for arch in ("sm90", "sm120"):
+        for b in spec.budgets:
+            for blk in spec.block_sizes:
+                for t in spec.topologies:
+                    for plant in PLANTS[:2]:
+                        for bs in spec.batches:
+                            mode = "spine" if b <= blk - 1 else "tree"
+                            base = dict(tier="device", arch=arch, case_id=f"b{b}-{t}-{plant}-bs{bs}-blk{blk}", budget=b,
+                                        topology=t, plant=plant, batch=bs, block_size=blk, mode=mode, outcome="pass")
+                            for backend in ("oracle", "sglang-triton", "sglang-cuda"):
+                                records.append(ResultRecord(kernel="verify_tree_greedy", backend=backend, **base))
+                            records += [ResultRecord(kernel=k, backend="sglang-triton", **base) for k in commit]
+        for b in BUDGETS[profile]:
+            for lg in ("peaked", "flat", "ties"):
+                records += [ResultRecord(kernel=k, tier="device", backend="impl-a", arch=arch, case_id=f"b{b}-{lg}",
+                                         budget=b, topology=f"ddtree-{lg}", mode="tree", outcome="pass") for k in ddtree]
+    records[7] = ResultRecord(**{**records[7].__dict__, "outcome": "zero-accept"})
+    return Results({}, records)
+
+
+def test_picture_and_summary_table_stay_bounded_for_the_full_profile():
+    default, full = _synthetic("default"), _synthetic("full")
+    assert len(full.records) > 5 * len(default.records)
+    (wd, hd), (wf, hf) = size(render_summary(default)), size(render_summary(full))
+    assert hf == hd and wf < 1.5 * wd and wf < 2200 and hf < 1400
+    md_default, md_full = render_markdown(default), render_markdown(full)
+    summary = [ln for ln in md_full.split("<details>")[0].splitlines() if ln.startswith("| ")]
+    assert len(summary) == 1 + 3 + 6 + 4  # header, verify x 3 backends, 6 commit kernels, 4 DDTree kernels
+    assert len(md_full) < 2 * len(md_default) < 60_000
