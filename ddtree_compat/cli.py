@@ -1,72 +1,133 @@
 """Command line: ``python -m ddtree_compat {sweep,report,diff,replay,cases}``.
 
-* ``sweep``: the main job. Runs the kernel tests (``tests/kernels``) on the tier(s) this host has (device
-  when a GPU is visible, one xdist worker per GPU; else the CPU interpreter), each tier in its own pytest
-  process, appending to a dated results file, then writes the reports beside it (``.md``, ``.html``,
-  ``.png``). The static tier (AOT compiles for every arch) runs once, in the first
-  tier's process.
-* ``report RESULTS...``: render results files (merged: several runners or GPUs, one matrix) as Markdown,
-  and with ``--html PAGE`` a self-contained HTML page plus its heatmap PNG beside it.
+* ``sweep``: the main job. Runs the kernel tests (:mod:`ddtree_compat.kernel_tests`, inside the package, so
+  an installed wheel runs them from any folder) on the tier(s) this host has (device when a GPU is
+  visible; else the CPU interpreter), each tier in its own pytest process, appending to a dated results
+  file, then writes the reports beside it (``.md``, ``.html``, ``.png``). The static tier (AOT compiles for
+  every arch) runs once, in the first tier's process. Each pytest process starts by saying which backends
+  run and which skip, and why, one line each.
+* ``report RESULTS...``: render results files (merged: several runners or GPUs, one matrix; a re-run cell
+  once, its latest verdict) as Markdown, and with ``--html PAGE`` a self-contained HTML page plus the
+  summary picture PNG beside it.
 * ``diff BASELINE CANDIDATE``: the upgrade gate; lists regressed and fixed cells, exits 1 on a regression.
-* ``replay CASE.json --backend NAME``: run one case (verify, commit or verify-attention) in this process
-  and print the verdict.
+* ``replay CASE --backend NAME``: run one case (a JSON file, or any record's case by its id: found without
+  building the whole grid, :mod:`ddtree_compat.case_lookup`) in this process and print the verdict.
 * ``cases``: list (or write as JSON) the grid of a profile, or ``--attention PROFILE``'s attention cases.
 
-Bad input (unknown backend, arch, tier or profile; malformed case or results file) prints one line
-and exits 2.
+Exit statuses: one table for every subcommand (:mod:`ddtree_compat.exitcodes`). Bad input (unknown
+backend, kernel, arch marker, tier or profile; a malformed case or results file; an unwritable output)
+prints one line on stderr and exits 2, having run, written and removed nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .errors import DDTreeInputError
+from .exitcodes import Exit, combine, from_pytest
 
-EXIT_USAGE = 2
+EXIT_USAGE = int(Exit.USAGE)
+KERNEL_TESTS = Path(__file__).resolve().parent / "kernel_tests"
+"""The kernel tests the sweep runs (a subpackage: installed with the wheel)."""
+SWEEP_INI = KERNEL_TESTS / "sweep.ini"
+"""The sweep's pytest configuration (``-c``): a foreign ``pytest.ini`` or ``pyproject.toml`` above the
+installed package (a virtual environment inside a project) never applies to the sweep."""
 
 
-def _default_tests_dir() -> Path:
-    here = Path(__file__).resolve().parent.parent / "tests" / "kernels"
-    return here if here.is_dir() else Path("tests/kernels")
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with usage errors in one line (``prog: error: ...; see --help``), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _markexpr(pytest_args: list[str]) -> str:
+    """The ``-m`` expression among pytest arguments (``-m EXPR``, ``-mEXPR``), or ``""``."""
+    for i, a in enumerate(pytest_args):
+        if a == "-m" and i + 1 < len(pytest_args):
+            return pytest_args[i + 1]
+        if a.startswith("-m") and not a.startswith("--") and len(a) > 2:
+            return a[2:].lstrip("=")
+    return ""
+
+
+def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path, list]:
+    """Check everything a sweep is given before anything runs: tiers, profile, tests, backends, the ``-m``
+    expression, the output folder and (``--resume``/``--append``) the results file.
+
+    Returns:
+        ``(tiers, tests, backends)``.
+    Raises:
+        DDTreeInputError: the first bad input (one line).
+    """
+    from . import impls
+    from .backends.registry import resolve
+    from .cases import check_profile
+    from .plugin.markers import check_markexpr
+    from .tiers import TIERS, resolve_tier
+
+    check_profile(args.profile)
+    tiers = list(TIERS) if args.tier == "all" else [resolve_tier(args.tier, gpus)]
+    if "device" in tiers and not gpus:
+        if args.tier != "all":
+            raise DDTreeInputError("--tier", "device", "interpret, auto or all on a host without a GPU", "no GPU")
+        tiers.remove("device")
+        print("no GPU visible: --tier all runs the interpret tier only", flush=True)
+    tests = Path(args.tests)
+    if not tests.exists():
+        raise DDTreeInputError("--tests", str(tests), f"a kernel tests folder or file (default {KERNEL_TESTS})",
+                               "not found")
+    if args.resume_passes < 0 or args.timeout < 1:
+        raise DDTreeInputError("--resume-passes" if args.resume_passes < 0 else "--timeout",
+                               args.resume_passes if args.resume_passes < 0 else args.timeout,
+                               "--resume-passes >= 0, --timeout >= 1 (seconds)", "out of range")
+    if args.workers is not None and not re.fullmatch(r"auto|logical|[1-9]\d*", args.workers):
+        raise DDTreeInputError("-n", args.workers, "auto, logical or a positive number of xdist workers",
+                               "not a worker count")
+    try:
+        backends = resolve(args.backend or None, impls.paths_from_env())
+    except DDTreeInputError as e:  # name the option as typed here
+        raise DDTreeInputError("--backend" if e.field == "--ddtree-backend" else e.field, e.value, e.allowed,
+                               e.problem) from None
+    check_markexpr(_markexpr(args.pytest_args), [g.arch for g in gpus])
+    out_dir = Path(args.out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise DDTreeInputError("--out-dir", str(out_dir), "a folder (created if missing)", "is a file")
+    return tiers, tests, backends
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .arch import detect_gpus
-    from .cases import check_profile
-    from .tiers import TIERS, device_worker_args, resolve_tier
+    from .results import check_appendable
+    from .tiers import device_worker_args
 
     gpus = detect_gpus()
-    check_profile(args.profile)
-    tiers = list(TIERS) if args.tier == "all" else [resolve_tier(args.tier, gpus)]
-    if "device" in tiers and not gpus:
-        if args.tier == "all":
-            tiers.remove("device")
-            print("no GPU visible: --tier all runs the interpret tier only", flush=True)
-        else:
-            raise DDTreeInputError("--tier", "device", "interpret, auto or all on a host without a GPU", "no GPU")
-    tests = Path(args.tests)
-    if not tests.exists():
-        raise DDTreeInputError("--tests", str(tests), "the suite's tests/kernels directory", "not found")
+    tiers, tests, _ = _sweep_inputs(args, gpus)
     out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     arch = "-".join(sorted({g.arch for g in gpus})) or "cpu"
     stem = args.name or f"{time.strftime('%Y-%m-%d')}-{arch}-{args.profile}"
     results = out_dir / f"{stem}.jsonl"
+    if args.append or args.resume:
+        check_appendable(results)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    previous = results.with_name(f".{results.name}.previous")  # put back if this sweep writes nothing
     if results.exists() and not (args.append or args.resume):
-        results.unlink()
-    worst = 0
+        results.replace(previous)
+    statuses = []
     for n, tier in enumerate(tiers):
         if tier == "device" and not args.workers:
             dist = device_worker_args(gpus)
         else:
             dist = ["-n", args.workers or "auto"]
         # Fault containment: cells run in xdist workers, replaced after a sticky CUDA fault or a hang.
-        cmd = [sys.executable, "-m", "pytest", *_sweep_targets(tests, args.pytest_args), "-q", "-p", "no:cacheprovider",
+        cmd = [sys.executable, "-m", "pytest", *_sweep_targets(tests, args.pytest_args), *_sweep_config(tests),
+               "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
                f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", *dist, "--max-worker-restart=100000",
                f"--timeout={args.timeout}", "--timeout-method=thread", *args.pytest_args]
@@ -83,18 +144,33 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print("+", " ".join(cmd), flush=True)
         start = time.time()
         try:
-            rc = _run_with_resume_passes(cmd, tier, args.resume_passes)
+            status = from_pytest(_run_with_resume_passes(cmd, tier, args.resume_passes))
         except KeyboardInterrupt:
             print("\ninterrupted: the report covers what finished; continue with --resume", flush=True)
-            worst = 2
+            statuses.append(Exit.INTERRUPTED)
             break
-        print(f"tier {tier}: pytest exit {rc} in {time.time() - start:.1f}s", flush=True)
-        worst = max(worst, rc)
-    if results.exists():
-        report = results.with_suffix(".md")
-        heatmap = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
-        print(f"results: {results}\nreport:  {report} (and .html{', .png' if heatmap else ''})")
-    return worst
+        print(f"tier {tier}: {status.name.lower().replace('_', ' ')} (exit {int(status)}) in "
+              f"{time.time() - start:.1f}s", flush=True)
+        statuses.append(status)
+        if status == Exit.USAGE:
+            break
+    if not results.exists() and previous.exists():
+        previous.replace(results)  # nothing ran (a usage error pytest found): the earlier results stay
+    else:
+        previous.unlink(missing_ok=True)
+        if results.exists():
+            report = results.with_suffix(".md")
+            picture = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
+            print(f"results: {results}\nreport:  {report} (and .html{', .png' if picture else ''})")
+    return combine(statuses)
+
+
+def _sweep_config(tests: Path) -> list[str]:
+    """``-c`` and ``--rootdir`` for the package's own kernel tests (node ids read
+    ``ddtree_compat/kernel_tests/test_verify.py::...`` from a checkout and from an installed wheel alike);
+    nothing for tests of the user's own (``--tests``), which bring their configuration."""
+    inside = tests.resolve() == KERNEL_TESTS or KERNEL_TESTS in tests.resolve().parents
+    return ["-c", str(SWEEP_INI), f"--rootdir={KERNEL_TESTS.parent.parent}"] if inside else []
 
 
 def _run_with_resume_passes(cmd: list[str], tier: str, passes: int) -> int:
@@ -103,7 +179,7 @@ def _run_with_resume_passes(cmd: list[str], tier: str, passes: int) -> int:
     A worker replaced after a sticky fault can leave cells unrun (pytest-xdist's ``--dist each``, used to
     pin one worker per GPU, drops a crashed worker's pending cells); a resumed pass runs only cells with no
     result line and exits 5 when none is left. Other exits are final: 2 (interrupted), 3 (internal
-    error), 4 (usage error). Returns the first pass's exit status.
+    error), 4 (usage error). Returns the first pass's pytest exit status.
     """
     rc = last = subprocess.call(cmd)
     resume = cmd if "--ddtree-resume" in cmd else [*cmd, "--ddtree-resume"]
@@ -131,13 +207,27 @@ def _sweep_targets(tests: Path, pytest_args: list[str] = ()) -> list[str]:
 
 
 def _write_report(paths: list[str], out: str | None, html: str | None = None) -> bool:
-    """Render the Markdown (to ``out`` or stdout) and the HTML with its heatmap PNG; returns whether a
-    heatmap was drawn (not for static-only results)."""
-    from .report import render_heatmap, render_html, render_markdown
+    """Render the Markdown (to ``out`` or stdout) and the HTML with its summary picture PNG; returns whether
+    a picture was drawn (not for static- or e2e-only results). Everything is rendered before anything is
+    written.
+
+    Raises:
+        ResultsFileError: a results file is not ours. OSError: an output cannot be written.
+    """
+    from .report import render_html, render_markdown, render_summary
     from .results import load
 
     results = load(paths)
-    text = render_markdown(results)
+    png, picture = b"", None
+    if html:
+        try:
+            png = render_summary(results)
+        except ValueError as e:  # only static / e2e cells: nothing to draw
+            print(f"no summary picture: {e}", file=sys.stderr)
+        page = render_html(results, png)
+        if png and out:  # the Markdown shows the picture by its path from the Markdown's folder
+            picture = os.path.relpath(Path(html).with_suffix(".png"), Path(out).resolve().parent)
+    text = render_markdown(results, picture=picture)
     for path in (out, html):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -146,18 +236,15 @@ def _write_report(paths: list[str], out: str | None, html: str | None = None) ->
     else:
         sys.stdout.write(text)
     if html:
-        try:
-            png = render_heatmap(results, Path(html).with_suffix(".png"))
-        except ValueError as e:  # only static cells: nothing to map
-            print(f"no heatmap: {e}", file=sys.stderr)
-            png = b""
-        Path(html).write_text(render_html(results, png), encoding="utf-8")
-    return bool(html and png)
+        if png:
+            Path(html).with_suffix(".png").write_bytes(png)
+        Path(html).write_text(page, encoding="utf-8")
+    return bool(png)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     _write_report(args.results, args.output, args.html)
-    return 0
+    return Exit.OK
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -181,33 +268,37 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     gpus = detect_gpus()
     tier = resolve_tier(args.tier, gpus)
+    targets = targets_for(tier, gpus)
+    if not targets:
+        raise DDTreeInputError("--tier", tier, "interpret on a host without a GPU", "no GPU")
+    if tier == "device" and not 0 <= args.gpu < len(targets):
+        raise DDTreeInputError("--gpu", args.gpu, f"0..{len(targets) - 1} (the visible GPUs)", "no such GPU")
+    case = _replay_case(args.case, args.profile)
     if tier == "interpret":
         enable_interpreter()
-    from . import backends, impls, kernels
+    from . import backends, impls
     from .backends.registry import resolve
 
     try:
         (backend,) = resolve([args.backend], impls.paths_from_env())
     except DDTreeInputError as e:  # name the option as typed here
         raise DDTreeInputError("--backend", args.backend, e.allowed, e.problem) from None
-    case = kernels.case_from_json(_case_text(args.case, args.profile), args.case)
     record = _replay_record(case, args.kernel, backend)
     (case,) = record.backend_cases(backend, (case,))  # e.g. a backend without tile choices runs it natively
     label = record.label_of(case)
-    targets = targets_for(tier, gpus)
-    if not targets:
-        raise DDTreeInputError("--tier", tier, "interpret on a host without a GPU", "no GPU")
     target = targets[args.gpu] if tier == "device" else targets[0]
     reason = backends.unavailable(backend, label, target, case)
     if reason:
         print(f"skip: {backend.name} on {target.id}: {reason}")
-        return 0 if args.allow_skip else 3
+        return Exit.OK if args.allow_skip else Exit.NOTHING_RAN
     verdict = record.runner()(case, backend, target)
     accepted = (f", accepted expected {verdict.accepted_expected} got {verdict.accepted_got}"
                 if verdict.accepted_expected or verdict.accepted_got is not None else "")
     print(f"{verdict.outcome}: {backend.name} {label} on {target.id}, case {case.id}{accepted}"
           + (f"\n{verdict.message}" if verdict.message else ""))
-    return 0 if verdict.outcome == "pass" else 1
+    if verdict.outcome == "skip":
+        return Exit.OK if args.allow_skip else Exit.NOTHING_RAN
+    return Exit.OK if verdict.outcome == "pass" else Exit.FAILED
 
 
 def _replay_record(case, kernel: str | None, backend):
@@ -234,45 +325,46 @@ def _replay_record(case, kernel: str | None, backend):
     return record
 
 
-def _case_text(ref: str, profile: str = "default") -> str:
-    """The JSON of a case: the file ``ref``, or else the case whose id is ``ref`` among the cases of every
-    kernel record in ``profile``'s grid (for ``default``, every verify-attention profile's too).
+def _replay_case(ref: str, profile: str = "default"):
+    """The case to replay: the JSON file ``ref`` (any registered case type), or else the case whose id is
+    ``ref`` among the cases of every kernel record in ``profile``'s run (:func:`ddtree_compat.case_lookup.find`).
 
     Raises:
-        DDTreeInputError: ``ref`` is neither a readable file nor the id of a case of that grid.
+        DDTreeInputError: ``ref`` is neither a readable case file nor the id of such a case.
     """
+    from . import case_lookup, kernels
+
     path = Path(ref)
     if path.exists() or path.suffix == ".json" or "/" in ref:
         try:
-            return path.read_text()
+            text = path.read_bytes().decode("utf-8")
         except OSError as e:
-            raise DDTreeInputError("path", ref, "a readable case JSON file", e.strerror or "unreadable")
-    from . import kernels
-    from .cases import check_profile, grid
-    from .kernels.attention import PROFILES as ATTENTION_PROFILES
-
-    verify = grid(check_profile(profile))
-    contexts = [kernels.CaseContext(profile, verify, p) for p in (ATTENTION_PROFILES if profile == "default" else
-                                                                   ATTENTION_PROFILES[:1])]
-    generators = list(dict.fromkeys(r.cases for r in kernels.registry().values()))  # commit kernels share one
-    for context in contexts:
-        for cases in generators:
-            found = next((c for c in cases(context) if c.id == ref), None)
-            if found is not None:
-                return found.to_json()
-    raise DDTreeInputError("case", ref, f"a case JSON file or the id of a {profile} case (python -m ddtree_compat "
-                                        f"cases --profile {profile})", "not found")
+            raise DDTreeInputError("path", ref, "a readable case JSON file", e.strerror or "unreadable") from None
+        except UnicodeDecodeError:
+            raise DDTreeInputError("path", ref, "a case JSON file (UTF-8 text)", "binary, not text") from None
+        try:
+            return kernels.case_from_json(text, ref)
+        except DDTreeInputError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:  # a field of the wrong shape
+            raise DDTreeInputError("case", ref, "a case file this suite writes (python -m ddtree_compat cases "
+                                   "--write DIR)", f"malformed ({type(e).__name__}: {e})") from None
+    found = case_lookup.find(ref, profile)
+    if found is None:
+        raise DDTreeInputError("case", ref, f"a case JSON file or the id of a {profile} case (python -m ddtree_compat "
+                                            f"cases --profile {profile})", "not found")
+    return found
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
-    from .cases import grid
+    from .cases import check_profile, grid
 
     if args.attention:
         from .kernels.attention import attention_cases
 
         cases = attention_cases(args.attention)
     else:
-        cases = grid(args.profile)
+        cases = grid(check_profile(args.profile))
     for c in cases:
         line = c.id
         if args.write:
@@ -280,11 +372,13 @@ def cmd_cases(args: argparse.Namespace) -> int:
         print(line)
     print(f"{len(cases)} cases in {'attention ' if args.attention else ''}profile {args.attention or args.profile}",
           file=sys.stderr)
-    return 0
+    return Exit.OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m ddtree_compat", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m ddtree_compat", description=__doc__.split("\n\n")[0],
+                      epilog="Exit statuses (every subcommand): " + ", ".join(
+                          f"{int(e)} {e.name.lower().replace('_', ' ')}" for e in Exit) + "; docs/results.md.")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("sweep", help="run the kernel sweep on this host's tiers and write results + report")
@@ -302,12 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="fsync the results file after every line (a host that may hang or reboot on a GPU fault)")
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
                    help="re-run failing device cells under compute-sanitizer")
-    s.add_argument("--tests", default=str(_default_tests_dir()), help="kernel tests directory")
+    s.add_argument("--tests", default=str(KERNEL_TESTS), help="kernel tests folder or file (default: the package's)")
     s.add_argument("-n", "--workers", help="xdist workers (default on device: several load-balanced workers for one GPU, one pinned worker per GPU for several; auto on interpret)")
     s.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     s.set_defaults(func=cmd_sweep)
 
-    r = sub.add_parser("report", help="merge results JSONL files into one matrix: Markdown, HTML page, heatmap PNG")
+    r = sub.add_parser("report", help="merge results JSONL files into one matrix: Markdown, HTML page, summary PNG")
     r.add_argument("results", nargs="+")
     r.add_argument("-o", "--output", help="write the Markdown here instead of stdout")
     r.add_argument("--html", metavar="PAGE.html", help="also write a self-contained HTML page and PAGE.png beside it")
@@ -321,17 +415,17 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--limit", type=int, default=50, help="cells listed per section (default 50)")
     d.set_defaults(func=cmd_diff)
 
-    y = sub.add_parser("replay", help="run one case (a JSON file, or a grid case's id) through one backend "
+    y = sub.add_parser("replay", help="run one case (a JSON file, or any case's id) through one backend "
                                       "in this process")
     y.add_argument("case", help="case JSON file, or a case id as `cases` and the reports list it")
     y.add_argument("--backend", required=True)
-    y.add_argument("--profile", default="default", help="the grid a case id is looked up in (default: default)")
+    y.add_argument("--profile", default="default", help="the run a case id is looked up in (default: default)")
     y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
     y.add_argument("--gpu", type=int, default=0, help="GPU index on the device tier")
     y.add_argument("--kernel", default=None,
                    help="the kernel to run the case under when its case type feeds several (a commit case: "
                         "accept_out_cache_loc, move_kv, ...); default: the case type's only kernel")
-    y.add_argument("--allow-skip", action="store_true", help="exit 0 when the backend is unavailable")
+    y.add_argument("--allow-skip", action="store_true", help="exit 0 when the backend cannot run the case here")
     y.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("cases", help="list the grid of a profile (optionally write each case as JSON)")
@@ -344,13 +438,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; returns its exit status (:class:`ddtree_compat.exitcodes.Exit`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        return int(args.func(args))
     except DDTreeInputError as e:
         print(f"ddtree_compat {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `cases | head`: the reader left; stop quietly (and keep Python's exit-time
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # flush off the closed pipe)
-        return 1
+        return int(Exit.OK)
+    except OSError as e:  # an output path of the user's that cannot be written (a folder, no permission)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"ddtree_compat {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"ddtree_compat {args.command}: interrupted", file=sys.stderr)
+        return int(Exit.INTERRUPTED)

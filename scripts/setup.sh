@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
-# Install ddtree-compat with SGLang's kernels on a fresh machine (CPU or GPU).
-#   - torch: kept if importable (the GPU host's CUDA build); else torch==2.13.0 (the CPU build).
-#   - SGLang 0.5.23 with --no-deps plus the modules its kernels import (requirements/sglang-kernels.txt).
-#   - the static tier's cuobjdump/nvdisasm and ninja (requirements/static.txt; nvcc: the CUDA toolkit's).
-#   - this package, editable, with its pytest plugin.
-# Override the SGLang version with SGLANG_VERSION=... (the upgrade gate's candidate).
+# Install ddtree-compat with SGLang's kernels on a fresh machine (CPU or GPU); prints one line when all is well.
+#   - torch: kept if importable (the GPU host's CUDA build); else torch==2.13.0.
+#   - this package, editable (it registers the pytest plugin), with its extras: `kernels` (the modules SGLang's
+#     kernels import) and `static` (the static tier's cuobjdump/nvdisasm and ninja; nvcc: the CUDA toolkit's).
+#   - SGLang 0.5.23 with --no-deps: its server pins (a CUDA torch of several GB) are not wanted here, so pip's
+#     "dependency conflicts" report about them is expected; it goes to the log, and only conflicts of other
+#     packages are shown.
+# Override the SGLang version with SGLANG_VERSION=... (the upgrade gate's candidate), the interpreter with PYTHON=.
+# pip's full output: $SETUP_LOG (default ${TMPDIR:-/tmp}/ddtree-compat-setup.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-PIP="$PY -m pip install -q --disable-pip-version-check"
 SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
-if ! $PY -c "import torch" 2>/dev/null; then
-  $PIP "torch==2.13.0"
+LOG=${SETUP_LOG:-${TMPDIR:-/tmp}/ddtree-compat-setup.log}
+: > "$LOG"
+
+pip_install() {  # quiet pip; on failure its last lines and the log's path
+  if ! "$PY" -m pip install -q --disable-pip-version-check --no-warn-conflicts "$@" >>"$LOG" 2>&1; then
+    tail -n 15 "$LOG" >&2
+    echo "setup: pip install $* failed (full output: $LOG)" >&2
+    exit 1
+  fi
+}
+
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  pip_install "torch==2.13.0"
 fi
-$PIP -r requirements/sglang-kernels.txt -r requirements/static.txt
-$PIP --no-deps "sglang==${SGLANG_VERSION}"
-$PIP -e .
-$PY - <<'PY'
+pip_install -e ".[kernels,static]"
+pip_install --no-deps "sglang==${SGLANG_VERSION}"
+# Conflicts that are not sglang's own unmet pins (those are by design) are worth reading.
+"$PY" -m pip check --disable-pip-version-check 2>/dev/null | grep -v -E "^(sglang|No broken)" >&2 || true
+"$PY" - <<'PY'
 import importlib
 for m in ("sglang.kernels.ops.speculative.spec_tree", "ddtree_compat.plugin"):
     importlib.import_module(m)
 import sglang, torch, triton
-print(f"setup ok: sglang {sglang.__version__}, torch {torch.__version__}, triton {triton.__version__}")
+print(f"setup ok: sglang {sglang.__version__} (--no-deps: its server pins left out), torch {torch.__version__}, "
+      f"triton {triton.__version__}, ddtree-compat editable with its pytest plugin")
 PY

@@ -26,7 +26,7 @@ from pathlib import Path
 from ..arch import ARCHES, parse_arch
 
 TOOL_ENV = "DDTREE_CUOBJDUMP"
-INSTALL_HINT = "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm (requirements/static.txt)"
+INSTALL_HINT = "pip install 'ddtree-compat[static]' (the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels)"
 
 
 class ToolUnavailable(RuntimeError):
