@@ -4,7 +4,7 @@
 ``num_stages = 4`` (:class:`ddtree_compat.mutants.OversizedSmem`), Triton 3.6 stages its operand tiles
 in shared memory: 160 KB on sm90 (wgmma pipeline; fits the 227 KB per block there), 128 KB on sm80
 (fits 163 KB) and 128 KB on sm120 (over its 99 KB). The static tier
-must call the sm120 cell ``out of resources`` and pass the sm90 one; ``tests/kernels/test_static.py``
+must call the sm120 cell ``out of resources`` and pass the sm90 one; ``ddtree_compat/kernel_tests/test_static.py``
 checks both. It is launched by no backend's verify path (see :class:`ddtree_compat.mutants.OversizedSmem`).
 """
 
