@@ -83,17 +83,22 @@ def test_merge_of_two_runners(tmp_path):
     assert "sglang-triton · interpret" in md and "sglang-triton · sm90" in md
 
 
-@pytest.mark.parametrize("text, field", [
-    ("not json\n", "line"),
-    ('{"kind": "weird"}\n', "kind"),
-    ('{"kind": "result", "backend": "x"}\n', "arch"),
-    ('[1, 2]\n', "kind"),
+@pytest.mark.parametrize("text, field, problem", [
+    ("not json\n", "line", "not JSON"),
+    ('{"kind": "weird"}\n', "kind", "unknown line kind"),
+    ('{"kind": "result", "backend": "x"}\n', "arch", "missing"),
+    ('[1, 2]\n', "kind", "unknown line kind"),
 ])
-def test_bad_results_files(tmp_path, text, field):
+def test_bad_results_files_are_neither_read_nor_appended_to(tmp_path, text, field, problem):
+    from ddtree_compat.results import check_appendable
+
     p = tmp_path / "bad.jsonl"
     p.write_text(text)
     with pytest.raises(ResultsFileError, match=f"bad.jsonl:1: field '{field}'"):
         load([p])
+    with pytest.raises(ResultsFileError, match=f"line 1: {problem}"):
+        check_appendable(p)
+    assert p.read_text() == text
 
 
 def test_unknown_outcome(tmp_path):
@@ -186,21 +191,6 @@ def test_latest_is_by_finish_time_across_merged_files(tmp_path):
     later, earlier = record("pass", time=20.0), record("wrong", time=10.0)
     kept, dropped = latest({}, [later, earlier])  # files merged in any order: the later finish wins
     assert kept == [later] and dropped == 1
-
-
-@pytest.mark.parametrize("content, problem", [
-    ("hello\n", "line 1: not JSON"),
-    ('{"kind": "env"}\n{"kind": "result"}\n', "line 2: missing"),
-    ('{"kind": "other"}\n', "line 1: unknown line kind"),
-])
-def test_a_file_that_is_not_ours_cannot_be_appended_to(tmp_path, content, problem):
-    from ddtree_compat.results import check_appendable
-
-    path = tmp_path / "r.jsonl"
-    path.write_text(content)
-    with pytest.raises(ResultsFileError, match=problem):
-        check_appendable(path)
-    assert path.read_text() == content
 
 
 def test_ours_with_a_torn_last_line_can_be_appended_to(tmp_path):
