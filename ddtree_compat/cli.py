@@ -57,12 +57,12 @@ def _markexpr(pytest_args: list[str]) -> str:
     return ""
 
 
-def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path, list]:
+def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path]:
     """Check everything a sweep is given before anything runs: tiers, profile, tests, backends, the ``-m``
     expression, the output folder and (``--resume``/``--append``) the results file.
 
     Returns:
-        ``(tiers, tests, backends)``.
+        ``(tiers, tests)``.
     Raises:
         DDTreeInputError: the first bad input (one line).
     """
@@ -91,7 +91,7 @@ def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path, list
         raise DDTreeInputError("-n", args.workers, "auto, logical or a positive number of xdist workers",
                                "not a worker count")
     try:
-        backends = resolve(args.backend or None, impls.paths_from_env())
+        resolve(args.backend or None, impls.paths_from_env())
     except DDTreeInputError as e:  # name the option as typed here
         raise DDTreeInputError("--backend" if e.field == "--ddtree-backend" else e.field, e.value, e.allowed,
                                e.problem) from None
@@ -99,7 +99,7 @@ def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path, list
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise DDTreeInputError("--out-dir", str(out_dir), "a folder (created if missing)", "is a file")
-    return tiers, tests, backends
+    return tiers, tests
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -108,7 +108,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .tiers import device_worker_args
 
     gpus = detect_gpus()
-    tiers, tests, _ = _sweep_inputs(args, gpus)
+    tiers, tests = _sweep_inputs(args, gpus)
     out_dir = Path(args.out_dir)
     arch = "-".join(sorted({g.arch for g in gpus})) or "cpu"
     stem = args.name or f"{time.strftime('%Y-%m-%d')}-{arch}-{args.profile}"

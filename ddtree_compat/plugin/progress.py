@@ -1,4 +1,4 @@
-"""What a session says while it runs (the controller process only; a session without the suite hears nothing):
+"""What a session says while it runs (the controller process only; a session with no cell of ours hears nothing):
 
 * at the start, one line per backend: what runs here, what skips and why (from the backends' declarations,
   :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found;
@@ -77,10 +77,19 @@ class Progress:
         self.collected: set[str] = set()
         self.finished: set[str] = set()
         self.running: dict[str, float] = {}
+        self.cells_seen = False
         self.started = self.last = time.monotonic()
 
     def _speaks(self) -> bool:
-        return active(self.config) is not None and not in_xdist_worker(self.config)
+        """In the controller (or a run without xdist), once the suite exists or a worker reported a cell of
+        ours (an xdist controller that collects nothing itself, in a run that asked for nothing by option)."""
+        return not in_xdist_worker(self.config) and (active(self.config) is not None or self.cells_seen)
+
+    def _interval(self) -> float:
+        from .session import _seconds
+
+        sess = active(self.config)
+        return sess.progress_s if sess is not None else _seconds(self.config.getoption("ddtree_progress"))
 
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -89,7 +98,7 @@ class Progress:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        if self._speaks():
+        if active(self.config) is not None and not in_xdist_worker(self.config):
             for line in start_lines(active(self.config)):
                 self._write(line)
 
@@ -105,15 +114,15 @@ class Progress:
         self._tick()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.cells_seen = self.cells_seen or any(k == "ddtree_outcome" for k, _ in report.user_properties)
         if report.when in ("teardown", "???"):  # "???": xdist's report of a crashed worker's test
             self.running.pop(report.nodeid, None)
             self.finished.add(report.nodeid)
         self._tick()
 
     def _tick(self) -> None:
-        sess = active(self.config)
         now = time.monotonic()
-        if sess is not None and sess.progress_s > 0 and now - self.last >= sess.progress_s and self._speaks():
+        if self._speaks() and 0 < self._interval() <= now - self.last:
             self.last = now
             self._write(self.line(now))
 

@@ -144,6 +144,10 @@ def _create(config: pytest.Config) -> Suite:
         VerifyCase.load(p)  # validate now: a bad case is a usage error, never a skipped cell
     known = known_issues.load(config.getoption("ddtree_known_issues"))
     targets = targets_for(tier, gpus)
+    if tier == "interpret":  # before the required backends' modules are imported below (and any kernel)
+        from ..tiers import enable_interpreter
+
+        enable_interpreter()
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
     attention = config.getoption("ddtree_attention_profile")
     created = Suite(tier, profile, gpus, targets, chosen, case_files, Path(config.getoption("ddtree_cases_dir")),
