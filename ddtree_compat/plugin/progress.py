@@ -34,7 +34,8 @@ def _short(reason: str) -> str:
 
 def backend_line(backend, target) -> str:
     """What a backend runs on a target, in one line: ``sglang-triton on interpret: runs 6 of 8 kernels; skips
-    front_out_cache_loc: <why>; assign_req_to_token: <why>`` (from :func:`ddtree_compat.backends.unavailable`)."""
+    front_out_cache_loc, assign_req_to_token (front_out_cache_loc: <why>; assign_req_to_token: <why>)``, at most
+    two reasons spelled out (from :func:`ddtree_compat.backends.unavailable`)."""
     from ..backends import kernels_of, unavailable
 
     names = list(kernels_of(backend))
@@ -47,12 +48,19 @@ def backend_line(backend, target) -> str:
         else:
             reasons.setdefault(_short(reason), []).append(kernel)
     head = f"{backend.name} on {target.id}: "
-    skips = "; ".join(f"{_names(ks)}: {reason}" for reason, ks in reasons.items())
     if not reasons:
         return head + (f"runs all {len(names)} kernels" if len(names) > 1 else f"runs {names[0]}")
+    skipped = [k for ks in reasons.values() for k in ks]
+    if len(reasons) == 1:
+        (reason,) = reasons
+        what = f"all {len(names)} kernels" if not runs and len(names) > 1 else _names(skipped)
+        return head + (f"runs {len(runs)} of {len(names)} kernels; " if runs else "") + f"skips {what}: {reason}"
+    why = "; ".join(f"{ks[0] if len(ks) == 1 else _names(ks, 2)}: {reason}" for reason, ks in list(reasons.items())[:2])
+    if len(reasons) > 2:
+        why += f"; +{len(reasons) - 2} other reasons"
     if not runs:
-        return head + (f"skips all {len(names)} kernels: {skips}" if len(names) > 1 else f"skips {skips}")
-    return head + f"runs {len(runs)} of {len(names)} kernels; skips {skips}"
+        return head + f"skips all {len(names)} kernels ({why})"
+    return head + f"runs {len(runs)} of {len(names)} kernels; skips {_names(skipped)} ({why})"
 
 
 def start_lines(sess) -> list[str]:
@@ -94,10 +102,13 @@ class Progress:
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
+            if reporter._tw.width_of_current_line:  # after a row of progress dots
+                reporter.write("\n")
             reporter.write_line(line, flush=True)
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_sessionstart(self, session: pytest.Session):
+        yield  # after pytest's header and xdist's workers line
         if active(self.config) is not None and not in_xdist_worker(self.config):
             for line in start_lines(active(self.config)):
                 self._write(line)

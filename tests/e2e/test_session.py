@@ -57,4 +57,4 @@ def test_one_session_of_stand_in_servers(pytester, monkeypatch):
     md = pytester.path / "r.md"
     assert main(["report", str(results), "-o", str(md), "--html", str(md.with_suffix(".html"))]) == 0
     text = md.read_text()
-    assert "## End to end" in text and "eagle-k1-s8-d9-never-eager-bs1" in text and "illegal instruction" in text
+    assert "<summary>End to end" in text and "eagle-k1-s8-d9-never-eager-bs1" in text and "illegal instruction" in text

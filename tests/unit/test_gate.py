@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_compat.cases import make_case
+from ddtree_compat.cli import KERNEL_TESTS
 from ddtree_compat.gate import compare
 from ddtree_compat.results import load
 
@@ -116,7 +117,7 @@ def test_gate_on_two_real_interpret_sweeps(tmp_path):
     def sweep(name, backend):
         r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "-n", "0",
                             "--out-dir", str(tmp_path), "--name", name, "--backend", "oracle", "--backend", backend,
-                            "--tests", str(ROOT / "tests" / "kernels" / "test_verify.py"),
+                            "--tests", str(KERNEL_TESTS / "test_verify.py"),
                             "--", *case_args, "-k", "not drawn_trees", "--ddtree-static=off"],
                            capture_output=True, text=True, env=env)
         return r, tmp_path / f"{name}.jsonl"

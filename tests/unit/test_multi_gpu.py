@@ -59,7 +59,9 @@ def test_sweep_on_a_mixed_host_pins_one_worker_per_gpu(tmp_path, monkeypatch):
     monkeypatch.setenv(FAKE_ENV, "sm90,sm120")
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # set by this (interpret-tier) session; a GPU host has none
     case = make_case(8, "spine", "deep", 3).save(tmp_path / "cases")
-    verify_tests = Path(__file__).resolve().parents[1] / "kernels" / "test_verify.py"
+    from ddtree_compat.cli import KERNEL_TESTS
+
+    verify_tests = KERNEL_TESTS / "test_verify.py"
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--out-dir", str(tmp_path), "--name", "mixed",
                         "--tests", str(verify_tests), "--", "--ddtree-case", str(case), "-k", "not drawn_trees",
                         "--ddtree-static=off"], capture_output=True, text=True)
