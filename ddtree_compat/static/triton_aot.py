@@ -30,6 +30,10 @@ def load_object(ref: str):
 
         path, _, attr = ref.partition("::")
         return getattr(load_module(Path(path)), attr)
+    if ref.startswith("sglang"):  # SGLang's: where this release keeps it (its own imports, no sglang/__init__)
+        from ..backends.sglang_locate import Place, locate
+
+        return locate(tuple(Place(*alt.split(":", 1)) for alt in ref.split("|")))[0]
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 
