@@ -17,7 +17,8 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.lo
 sweep() {  # NAME PYTHONPATH ARGS...
   local name=$1 path=$2; shift 2
   local start=$SECONDS
-  PYTHONPATH=$path python3 -m ddtree_compat sweep --tier device --out-dir "$OUT" --name "$name" "$@" \
+  PYTHONPATH=$path timeout -s INT "${STEP_S:-280}" python3 -m ddtree_compat sweep --tier device --timeout 60 \
+    --out-dir "$OUT" --name "$name" "$@" \
     > "$OUT/$name.log" 2>&1
   echo "$name exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
 }
