@@ -17,13 +17,15 @@ directory defaults it sets for Triton and others.
 
 Outcomes of a lookup: found; **absent** (no place's module defines the name: this SGLang does not have the
 kernel; a counted skip that says where the suite looked); **missing dependency** (a place's module exists
-but one of its own imports is not installed here: a skip naming it); anything else while importing is an
-error, raised as :class:`AdapterError` (never a kernel fault).
+but cannot be imported here: one of its own imports is not installed, or it raises while importing, e.g.
+its model configs clash with the installed transformers; a skip naming it, when no later place works).
+:class:`AdapterError` is the suite's own failure (outcome ``error``, never a kernel fault).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.machinery
 import importlib.util
@@ -126,6 +128,7 @@ def import_module(name: str):
     return importlib.import_module(name)
 
 
+@functools.cache
 def _defines(module: str, name: str) -> bool | None:
     """Whether ``module``'s source file defines ``name`` at its top (``None``: no source file to read), read
     without importing it: a release whose module lacks the kernel is *absent*, not a failed import."""
@@ -154,8 +157,9 @@ def _defines(module: str, name: str) -> bool | None:
     return False
 
 
+@functools.cache
 def locate(places: tuple[Place, ...]):
-    """``(object, place)`` of the first place this SGLang has.
+    """``(object, place)`` of the first place this SGLang has (looked up once per process).
 
     Raises:
         Absent: no place's module defines the name.
@@ -175,8 +179,11 @@ def locate(places: tuple[Place, ...]):
             first_missing = first_missing or MissingDependency(
                 f"cannot import {place.module}: {type(e).__name__}: {e}".replace("\n", " ")[:400])
             continue
-        except Exception as e:  # noqa: BLE001 - reported as the suite's error, never as a kernel fault
-            raise AdapterError(f"importing {place.module}: {type(e).__name__}: {e}".replace("\n", " ")[:400]) from e
+        except Exception as e:  # noqa: BLE001 - the module raised while importing here (e.g. a transformers
+            # version its configs clash with): this place is unusable here; said in the skip if no place works
+            first_missing = first_missing or MissingDependency(
+                f"importing {place.module} raised {type(e).__name__}: {e}".replace("\n", " ")[:400])
+            continue
         obj = getattr(module, place.name, None)
         if obj is not None:
             return obj, place
@@ -185,8 +192,9 @@ def locate(places: tuple[Place, ...]):
     raise Absent(f"absent in sglang {_sglang_version()}: looked for " + ", ".join(map(str, places)))
 
 
+@functools.cache
 def reason(places: tuple[Place, ...]) -> str | None:
-    """``None`` when a place is found, else the skip reason (absent / missing dependency).
+    """``None`` when a place is found, else the skip reason (absent / missing dependency); once per process.
 
     Raises:
         AdapterError: as :func:`locate`.

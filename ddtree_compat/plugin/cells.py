@@ -59,13 +59,15 @@ def coordinates(target: Target, backend, case, nodeid: str, kernel: str) -> dict
 
 
 def known_issue(sess, target: Target, backend, kernel: str, case) -> KnownIssue | None:
-    """The manifest entry covering a cell of a record that the manifest keys (the verify grid's and the
-    DDTree kernels' cells; not their graph or property variants)."""
+    """The manifest entry covering a cell: a cell of a record the manifest keys (the verify grid's and the
+    DDTree kernels'), or any other cell (a graph replay) that an entry names by its kernel label."""
     record = kernels.get(kernel)
-    if record is None or not record.known_issues or kernel != record.label_of(case):
+    keyed = record is not None and record.known_issues and kernel == record.label_of(case)
+    if not keyed and not hasattr(case, "coordinates"):
         return None
     c = case.coordinates()
-    return sess.known.match(target.column, backend.name, c["budget"], c["topology"], kernel, c["layout"], c["batch"])
+    issue = sess.known.match(target.column, backend.name, c["budget"], c["topology"], kernel, c["layout"], c["batch"])
+    return issue if issue is not None and (keyed or issue.kernel) else None
 
 
 def record_of(cell: Cell):
@@ -133,6 +135,8 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
     cell = Cell(coordinates(target, backend, case, node.nodeid, kernel),
                 known_issue=known_issue(sess, target, backend, kernel, case))
     node.stash[CELL] = cell
+    if cell.known_issue is not None and node.get_closest_marker("xfail") is None:  # a cell the test parametrized
+        request.applymarker(pytest.mark.xfail(strict=cell.known_issue.strict, reason=cell.known_issue.describe()))
     from ..backends.sglang_locate import AdapterError
 
     try:
