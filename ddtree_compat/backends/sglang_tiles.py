@@ -23,11 +23,11 @@ error: that is a fact about the device, recorded as a skip with class ``out-of-r
 
 from __future__ import annotations
 
-import importlib
 from contextlib import contextmanager
 from unittest import mock
 
 from ..arch import parse_arch
+from ..imports import require
 
 MODULE = "sglang.kernels.ops.attention.extend_attention"
 NATIVE = "native"
@@ -36,7 +36,15 @@ LAUNCH_KEYS = (*TILE_KEYS, "BLOCK_N_PREFIX", "num_stages", "PAGE_SIZE")
 
 
 def _module():
-    return importlib.import_module(MODULE)
+    """SGLang's extend-attention module.
+
+    Raises:
+        ddtree_compat.imports.Missing: SGLang, or a module it imports, is not installed (the reason names
+            which): callers skip on this, and only this.
+        ModuleNotFoundError: SGLang is installed without :data:`MODULE` (a wrong name here, or a release
+            that moved it), or any other import error: not a skip.
+    """
+    return require(MODULE)
 
 
 def emulation_unavailable_reason() -> str | None:
@@ -57,6 +65,7 @@ def capability(arch: str | None):
     Raises:
         ArchError: ``arch`` is not an arch name.
         RuntimeError: the module runs its ROCm branch or lacks the hooks (:func:`emulation_unavailable_reason`).
+        ddtree_compat.imports.Missing: as :func:`_module`.
     """
     if arch in (None, NATIVE):
         yield

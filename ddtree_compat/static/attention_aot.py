@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from unittest import mock
 
+from ..imports import Missing
 from .build import Build, BuildError, Unavailable
 from .triton_aot import compile_kernel, load_object
 
@@ -100,24 +101,41 @@ def signature_of(fn, args: tuple, kwargs: dict) -> tuple[tuple[tuple[str, str], 
     return tuple(signature), tuple(constexprs)
 
 
+def typed_launch(arch: str, head_dim: int, dtype: str, overrides: tuple[tuple[str, int], ...] = ()
+                 ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, object], ...], dict]:
+    """``(signature, constexprs, launch kwargs)`` of the ``_fwd_kernel`` launch SGLang makes on ``arch``
+    (:func:`sglang_launch`, ``overrides`` applied), typed by :func:`signature_of`. Runs where
+    ``TRITON_INTERPRET`` is unset (the compile worker: :func:`ddtree_compat.static.runner.in_worker`).
+
+    Raises:
+        ddtree_compat.imports.Missing: SGLang or Triton (or a module they import) is not installed.
+        RuntimeError: ``_fwd_kernel`` is no compilable ``@triton.jit`` function here (the interpreter is on),
+            or SGLang did not launch it once. Anything else raised is ours, and propagates.
+    """
+    fn = load_object(FN)
+    if not hasattr(fn, "params"):
+        raise RuntimeError(f"{FN} is a {type(fn).__name__}, not a compilable @triton.jit function "
+                           "(TRITON_INTERPRET=1 in this process?)")
+    args, kwargs = sglang_launch(arch, head_dim, dtype)
+    kwargs = {**kwargs, **dict(overrides)}
+    signature, constexprs = signature_of(fn, args, {k: v for k, v in kwargs.items() if not k.startswith("num_")})
+    return signature, constexprs, kwargs
+
+
 def compile_attention(head_dim: int, dtype: str, overrides: tuple[tuple[str, int], ...], arch: str,
                       cache_dir: str) -> Build | Unavailable | BuildError:
     """Compile ``_fwd_kernel`` for ``arch`` as SGLang launches it there for a verify batch at ``head_dim``.
 
     ``overrides`` replace launch values (``(("BLOCK_M", 128), ("num_warps", 8))``): a tile config SGLang
-    does not choose, for tests. The :class:`Build`'s ``config`` names the tiles, warps and stages.
+    does not choose, for tests. The :class:`Build`'s ``config`` names the tiles, warps and stages. Missing
+    SGLang or Triton is :class:`Unavailable`; a failure to record or type the launch raises (ours).
     """
     try:
-        fn = load_object(FN)
-        args, kwargs = sglang_launch(arch, head_dim, dtype)
-    except Exception as e:  # noqa: BLE001 - no SGLang / Triton here, or SGLang changed: say why
-        return Unavailable(f"cannot record SGLang's _fwd_kernel launch for {arch}: {type(e).__name__}: {e}"[:500])
-    kwargs = {**kwargs, **dict(overrides)}
-    num_warps, num_stages = kwargs.pop("num_warps", None), kwargs.pop("num_stages", None)
-    if not hasattr(fn, "params"):
-        return Unavailable(f"{FN} is a {type(fn).__name__}, not a compilable @triton.jit function")
-    signature, constexprs = signature_of(fn, args, kwargs)
-    built = compile_kernel(FN, signature, constexprs, num_warps, num_stages, arch, cache_dir)
+        signature, constexprs, kwargs = typed_launch(arch, head_dim, dtype, overrides)
+    except Missing as e:
+        return Unavailable(f"cannot record SGLang's _fwd_kernel launch for {arch}: {e}"[:500])
+    built = compile_kernel(FN, signature, constexprs, kwargs.get("num_warps"), kwargs.get("num_stages"), arch,
+                           cache_dir)
     if isinstance(built, Build):
         tiles = ", ".join(f"{w}={kwargs[w]}" for w in TILE_WORDS if w in kwargs)
         built = replace(built, config=f"{tiles}, {built.config}")

@@ -10,12 +10,12 @@ compiled, so the worker process unsets it before importing any kernel
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import time
 from pathlib import Path
 
 from ..arch import parse_arch
+from ..imports import Missing, require
 from .build import Build, BuildError, Unavailable
 
 # ptxas's words for "this ptxas cannot target that arch": a toolchain gap, not a kernel fault.
@@ -31,7 +31,7 @@ def load_object(ref: str):
         path, _, attr = ref.partition("::")
         return getattr(load_module(Path(path)), attr)
     module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return getattr(require(module), attr)
 
 
 def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexprs: tuple[tuple[str, int], ...],
@@ -39,17 +39,19 @@ def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexp
     """Compile one specialization of a Triton kernel for ``arch``; write the cubin under ``cache_dir``.
 
     Returns a :class:`Build` (dynamic shared memory = Triton's ``metadata.shared``, threads =
-    ``num_warps * 32``), :class:`Unavailable` (no Triton / SGLang, or ptxas cannot target the arch) or
-    :class:`BuildError` (the compiler rejected the kernel). Never raises for those.
+    ``num_warps * 32``), :class:`Unavailable` (Triton, SGLang or a module they import not installed:
+    :class:`~ddtree_compat.imports.Missing`; or ptxas cannot target the arch) or :class:`BuildError` (the
+    compiler rejected the kernel). Never raises for those; a name that does not resolve in an installed
+    package (our error, or a moved kernel) raises.
     """
     try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-
+        triton = require("triton")
         fn = load_object(fn_ref)
-    except Exception as e:  # noqa: BLE001 - any import failure means this kernel cannot be compiled here
-        return Unavailable(f"cannot import {fn_ref}: {type(e).__name__}: {e}".replace("\n", " ")[:500])
+    except Missing as e:
+        return Unavailable(f"cannot import {fn_ref}: {e}".replace("\n", " ")[:500])
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
     if not hasattr(fn, "arg_names") or not hasattr(fn, "cache_key"):
         return Unavailable(f"{fn_ref} is a {type(fn).__name__}, not a compilable @triton.jit function "
                            "(TRITON_INTERPRET=1 in the compile worker?)")
