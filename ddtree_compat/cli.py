@@ -164,15 +164,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .gate import compare, render_markdown, warnings
     from .results import load
 
-    gate = compare(load([args.baseline]), load([args.candidate]))
+    gate = compare(load([args.baseline]), load([args.candidate]), tuple(args.backend or ()))
     for warning in warnings(gate):  # also on stderr: the Markdown can run to thousands of lines
         print(f"ddtree_compat diff: warning: {warning}", file=sys.stderr)
     text = render_markdown(gate, args.baseline, args.candidate, limit=args.limit)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
+    for why in gate.not_compared:
+        print(f"ddtree_compat diff: not compared: {why}", file=sys.stderr)
     sys.stdout.write(text)
-    return 1 if gate.failed else 0
+    return gate.exit_status
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -313,12 +315,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--html", metavar="PAGE.html", help="also write a self-contained HTML page and PAGE.png beside it")
     r.set_defaults(func=cmd_report)
 
-    d = sub.add_parser("diff", help="upgrade gate: cells that regressed (pass -> other) or got fixed; exit 1 on "
-                                    "a regression")
+    d = sub.add_parser("diff", help="upgrade gate: cells compared, regressed (pass -> other), fixed, newly "
+                                    "covered; exit 1 on a regression, 3 when something could not be compared")
     d.add_argument("baseline", help="results JSONL of the pinned version")
     d.add_argument("candidate", help="results JSONL of the candidate version")
     d.add_argument("-o", "--output", help="also write the Markdown verdict here (e.g. $GITHUB_STEP_SUMMARY)")
     d.add_argument("--limit", type=int, default=50, help="cells listed per section (default 50)")
+    d.add_argument("--backend", action="append", help="compare only this backend's cells (repeatable)")
     d.set_defaults(func=cmd_diff)
 
     y = sub.add_parser("replay", help="run one case (a JSON file, or a grid case's id) through one backend "

@@ -9,19 +9,15 @@ A module of SGLang (or of Triton) that does not import is one of two things:
   adapter, or a release that moved it), or the import raised anything other than
   ``ModuleNotFoundError``: raised as it is, so the test or cell that asked reports it (never a skip).
 
-:func:`missing` answers the first and raises the second; :func:`require` returns the module or raises
-:class:`Missing` (an ``ImportError``), which callers catch, and only it, to skip.
+:func:`missing` answers the first and raises the second. (SGLang's *kernels* are looked up where each
+release keeps them instead, :mod:`ddtree_compat.backends.sglang_locate`, where a kernel no place holds is
+*absent*: a skip that says where the suite looked.)
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
-from types import ModuleType
-
-
-class Missing(ImportError):
-    """A module is missing here; the message names what (the distribution, or the dependency). A skip."""
 
 
 def _inside(name: str, package: str) -> bool:
@@ -47,15 +43,3 @@ def missing(module: str) -> str | None:
         raise
     return None
 
-
-def require(module: str) -> ModuleType:
-    """``module``, imported.
-
-    Raises:
-        Missing: it is missing here (:func:`missing`'s reason).
-        ModuleNotFoundError, Exception: as :func:`missing` (our error, reported as such).
-    """
-    reason = missing(module)
-    if reason:
-        raise Missing(reason)
-    return importlib.import_module(module)

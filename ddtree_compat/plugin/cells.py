@@ -133,7 +133,14 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
     cell = Cell(coordinates(target, backend, case, node.nodeid, kernel),
                 known_issue=known_issue(sess, target, backend, kernel, case))
     node.stash[CELL] = cell
-    reason = unavailable_reason(backend, target, kernel, case, needs)
+    from ..backends.sglang_locate import AdapterError
+
+    try:
+        reason = unavailable_reason(backend, target, kernel, case, needs)
+    except AdapterError as e:  # our adapter failed to look the kernel up: an error, never a kernel fault
+        cell.verdict = Verdict("error", f"the suite's adapter failed: {e}")
+        pytest.fail(f"error: {backend.name} {kernel} on {target.id}, case {case.id}: {cell.verdict.message}",
+                    pytrace=False)
     if not reason and sess.poisoned_by and target.tier == "device":
         reason = f"CUDA context poisoned by {sess.poisoned_by}; run under xdist (-n 1) to isolate faults"
     if reason:

@@ -23,7 +23,6 @@ from contextlib import contextmanager
 from dataclasses import replace
 from unittest import mock
 
-from ..imports import Missing
 from .build import Build, BuildError, Unavailable
 from .triton_aot import compile_kernel, load_object
 
@@ -108,7 +107,8 @@ def typed_launch(arch: str, head_dim: int, dtype: str, overrides: tuple[tuple[st
     ``TRITON_INTERPRET`` is unset (the compile worker: :func:`ddtree_compat.static.runner.in_worker`).
 
     Raises:
-        ddtree_compat.imports.Missing: SGLang or Triton (or a module they import) is not installed.
+        Absent, MissingDependency: this SGLang has no ``_fwd_kernel``, or a module it imports is not installed
+            (:mod:`ddtree_compat.backends.sglang_locate`).
         RuntimeError: ``_fwd_kernel`` is no compilable ``@triton.jit`` function here (the interpreter is on),
             or SGLang did not launch it once. Anything else raised is ours, and propagates.
     """
@@ -127,12 +127,15 @@ def compile_attention(head_dim: int, dtype: str, overrides: tuple[tuple[str, int
     """Compile ``_fwd_kernel`` for ``arch`` as SGLang launches it there for a verify batch at ``head_dim``.
 
     ``overrides`` replace launch values (``(("BLOCK_M", 128), ("num_warps", 8))``): a tile config SGLang
-    does not choose, for tests. The :class:`Build`'s ``config`` names the tiles, warps and stages. Missing
-    SGLang or Triton is :class:`Unavailable`; a failure to record or type the launch raises (ours).
+    does not choose, for tests. The :class:`Build`'s ``config`` names the tiles, warps and stages. A kernel this
+    SGLang lacks, or a module it needs not installed, is :class:`Unavailable`; any other failure to record or
+    type the launch raises (ours).
     """
+    from ..backends.sglang_locate import Absent, MissingDependency
+
     try:
         signature, constexprs, kwargs = typed_launch(arch, head_dim, dtype, overrides)
-    except Missing as e:
+    except (Absent, MissingDependency) as e:
         return Unavailable(f"cannot record SGLang's _fwd_kernel launch for {arch}: {e}"[:500])
     built = compile_kernel(FN, signature, constexprs, kwargs.get("num_warps"), kwargs.get("num_stages"), arch,
                            cache_dir)

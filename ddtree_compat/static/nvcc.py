@@ -28,7 +28,6 @@ from pathlib import Path
 from unittest import mock
 
 from ..arch import parse_arch
-from ..imports import Missing, require
 from .build import Build, BuildError, Unavailable
 from .triton_aot import load_object
 
@@ -43,13 +42,11 @@ def capture_build(loader: str, arch: str) -> tuple[str, dict[str, str]]:
     """``(build.ninja text, {generated file name: source})`` SGLang's ``load_jit`` makes for ``arch``.
 
     Raises:
-        ddtree_compat.imports.Missing: SGLang, or a module its JIT utilities import (tvm-ffi), is not
-            installed.
-        ImportError: SGLang is installed without the JIT utilities or the loader we name (ours to fix).
+        ImportError: SGLang's JIT utilities (or tvm-ffi) are missing.
         RuntimeError: the loader did not reach ``ninja.generate`` (SGLang changed how it builds).
     """
-    override_jit_cuda_arch = require("sglang.kernels.jit.utils").override_jit_cuda_arch
-    sglang_ninja = require("sglang.kernels.jit.utils.compile.ninja")
+    from sglang.kernels.jit.utils import override_jit_cuda_arch
+    from sglang.kernels.jit.utils.compile import ninja as sglang_ninja
 
     fn = load_object(loader)
     fn = getattr(fn, "__wrapped__", fn)  # cache_once: call the body, never a memoised module
@@ -107,8 +104,8 @@ def build_module(loader: str, function: str, threads: int, arch: str, cache_dir:
     (:class:`Unavailable`) or an nvcc error (:class:`BuildError`)."""
     try:
         text, sources = capture_build(loader, arch)
-    except Missing as e:
-        return Unavailable(f"cannot import SGLang's JIT build ({e})".replace("\n", " ")[:500])
+    except ImportError as e:
+        return Unavailable(f"cannot import SGLang's JIT build ({type(e).__name__}: {e})".replace("\n", " ")[:500])
     nvcc = _variable(text, "nvcc").strip("'\"")
     reason = _toolchain_reason(nvcc, arch)
     if reason:

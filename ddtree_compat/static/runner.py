@@ -12,9 +12,10 @@ returns a :class:`~ddtree_compat.outcomes.Verdict`:
 * ``fault``, class ``no-kernel-image``: no cubin in the binary loads on the arch.
 * ``fault``, class ``triton-compile-error`` / ``nvcc-compile-error``: the compiler rejected it.
 * ``skip``: the compile or the inspection cannot be done here (no nvcc, no cuobjdump, a toolchain
-  that cannot target the arch, a module not installed: :class:`ddtree_compat.imports.Missing`), with the
-  reason. Never a pass. Anything else the preparation raises (a wrong name of ours, a module the
-  installed SGLang lacks) propagates: the cell is an ``error`` of the suite, never a skip.
+  that cannot target the arch, a kernel this SGLang does not have or a module not installed:
+  :mod:`ddtree_compat.backends.sglang_locate`), with the reason. Never a pass. Anything else the
+  preparation raises (a wrong name of ours, an adapter error) propagates: the cell is an ``error`` of the
+  suite, never a skip.
 
 Compiles run in one worker process per pytest process (``concurrent.futures.ProcessPoolExecutor``,
 spawned): its initializer unsets ``TRITON_INTERPRET`` before any kernel is imported, because the

@@ -10,12 +10,13 @@ compiled, so the worker process unsets it before importing any kernel
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import time
 from pathlib import Path
 
 from ..arch import parse_arch
-from ..imports import Missing, require
+from ..imports import missing as missing_module
 from .build import Build, BuildError, Unavailable
 
 # ptxas's words for "this ptxas cannot target that arch": a toolchain gap, not a kernel fault.
@@ -30,8 +31,12 @@ def load_object(ref: str):
 
         path, _, attr = ref.partition("::")
         return getattr(load_module(Path(path)), attr)
+    if ref.startswith("sglang"):  # SGLang's: where this release keeps it (its own imports, no sglang/__init__)
+        from ..backends.sglang_locate import Place, locate
+
+        return locate(tuple(Place(*alt.split(":", 1)) for alt in ref.split("|")))[0]
     module, _, attr = ref.partition(":")
-    return getattr(require(module), attr)
+    return getattr(importlib.import_module(module), attr)
 
 
 def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexprs: tuple[tuple[str, int], ...],
@@ -39,19 +44,24 @@ def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexp
     """Compile one specialization of a Triton kernel for ``arch``; write the cubin under ``cache_dir``.
 
     Returns a :class:`Build` (dynamic shared memory = Triton's ``metadata.shared``, threads =
-    ``num_warps * 32``), :class:`Unavailable` (Triton, SGLang or a module they import not installed:
-    :class:`~ddtree_compat.imports.Missing`; or ptxas cannot target the arch) or :class:`BuildError` (the
-    compiler rejected the kernel). Never raises for those; a name that does not resolve in an installed
-    package (our error, or a moved kernel) raises.
+    ``num_warps * 32``), :class:`Unavailable` (Triton not installed; an SGLang kernel this SGLang does not
+    have, or whose module needs one not installed here; ptxas cannot target the arch) or :class:`BuildError`
+    (the compiler rejected the kernel). Never raises for those; anything else (a name of ours that does not
+    import, :class:`~ddtree_compat.backends.sglang_locate.AdapterError`) raises: an error of the suite.
     """
-    try:
-        triton = require("triton")
-        fn = load_object(fn_ref)
-    except Missing as e:
-        return Unavailable(f"cannot import {fn_ref}: {e}".replace("\n", " ")[:500])
+    from ..backends.sglang_locate import Absent, MissingDependency
+
+    reason = missing_module("triton")
+    if reason:
+        return Unavailable(reason)
+    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    try:
+        fn = load_object(fn_ref)
+    except (Absent, MissingDependency) as e:
+        return Unavailable(f"cannot import {fn_ref}: {e}".replace("\n", " ")[:500])
     if not hasattr(fn, "arg_names") or not hasattr(fn, "cache_key"):
         return Unavailable(f"{fn_ref} is a {type(fn).__name__}, not a compilable @triton.jit function "
                            "(TRITON_INTERPRET=1 in the compile worker?)")

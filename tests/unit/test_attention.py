@@ -245,14 +245,13 @@ def test_float_guard_poison_and_canaries():
     assert g.damaged_canaries() == [12 + 31]
 
 
-def test_emulation_patches_sglang_and_restores(monkeypatch):
+def test_emulation_patches_sglang_and_restores(monkeypatch, sglang_missing):
     from ddtree_compat.backends import sglang_tiles
-    from ddtree_compat.imports import Missing
 
-    try:
-        m = sglang_tiles._module()
-    except Missing as e:  # SGLang or a module it imports is not installed: anything else fails here
-        pytest.skip(f"SGLang's extend attention cannot import here: {e}")
+    reason = sglang_missing(sglang_tiles.PLACES)  # SGLang or a module it imports not installed; else fail here
+    if reason:
+        pytest.skip(f"SGLang's extend attention cannot import here: {reason}")
+    m = sglang_tiles._module()
     before = (m._is_cuda, getattr(m, "CUDA_CAPABILITY", "absent"))
     with sglang_tiles.capability("sm120"):
         assert (m._is_cuda, m.CUDA_CAPABILITY) == (True, (12, 0))

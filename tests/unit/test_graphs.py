@@ -8,7 +8,6 @@ import pytest
 
 from ddtree_compat import mutants
 from ddtree_compat.backends import implementation, unavailable
-from ddtree_compat.imports import missing
 from ddtree_compat.backends.registry import resolve
 from ddtree_compat.backends.oracle import OracleBackend
 from ddtree_compat.cases import make_case
@@ -40,22 +39,24 @@ def _interpreter_cannot_run(backend, kernel: str) -> str | None:
     adapter, never a skip."""
     from triton.runtime.errors import InterpreterError
 
+    probe = implementation(backend, kernel).probe
     try:
-        implementation(backend, kernel).probe(backend)
+        if probe is not None:
+            probe(backend)
     except InterpreterError as e:
         return f"Triton's interpreter cannot run {kernel} here: {e}"
     return None
 
 
 @pytest.mark.parametrize("case", CASES[:3], ids=lambda c: c.id)
-def test_sglang_triton_sequence_interpreted(case):
+def test_sglang_triton_sequence_interpreted(case, sglang_missing):
     (backend,) = resolve(["sglang-triton"])
-    reason = next(filter(None, (missing(implementation(backend, k).module) or unavailable(backend, k, CPU)
+    reason = next(filter(None, (sglang_missing(implementation(backend, k).places) or unavailable(backend, k, CPU)
                                 for k in GRAPH_COMMIT_KERNELS)), None)
     if reason:
         pytest.skip(reason)
     front = "front_out_cache_loc"
-    if missing(implementation(backend, front).module) or _interpreter_cannot_run(backend, front):
+    if sglang_missing(implementation(backend, front).places) or _interpreter_cannot_run(backend, front):
         backend.front_out_cache_loc = None  # this instance runs the sequence without the front kernel
     verdict = run_commit_graph(case, backend, "cpu", graph=False)
     assert verdict.outcome == "pass", verdict.message

@@ -10,7 +10,6 @@ from ddtree_compat.checks.buffers import CANARY_BAND, POISON, make_verify_buffer
 from ddtree_compat.cases import grid, make_case
 from ddtree_compat.errors import BackendError
 from ddtree_compat.faults import FAULT_CLASSES, classify
-from ddtree_compat.imports import missing
 from ddtree_compat.checks.verify import run_verify
 from ddtree_compat.tiers import Target
 
@@ -93,12 +92,13 @@ def test_backend_resolution():
         resolve(["ddtree_compat.cases:PLANTS"])
 
 
-def test_sglang_triton_interpret_matches_oracle_on_a_grid_slice():
+def test_sglang_triton_interpret_matches_oracle_on_a_grid_slice(sglang_missing):
     """The real SGLang Triton kernel under TRITON_INTERPRET. Skips where SGLang (or a module it imports)
-    is not installed, naming it, or off the interpret tier; an adapter naming a module the installed SGLang
-    lacks fails here (ModuleNotFoundError), never a skip."""
+    is not installed, naming it, or off the interpret tier; an adapter whose places the installed SGLang
+    does not have fails here (``Absent``), never a skip."""
     (triton,) = resolve(["sglang-triton"])
-    reason = missing(implementation(triton, "verify_tree_greedy").module) or unavailable(triton, "verify_tree_greedy", CPU)
+    reason = sglang_missing(implementation(triton, "verify_tree_greedy").places) or unavailable(
+        triton, "verify_tree_greedy", CPU)
     if reason:
         pytest.skip(reason)
     for case in [c for c in grid() if c.budget in (8, 12)][::9]:

@@ -128,8 +128,11 @@ def _adapter_names_a_missing_module(sglang_triton) -> None:
     kernels = [i.kernel for i in cls.implements]
     if "verify_tree_greedy" not in kernels:
         raise AttributeError(f"SGLangTritonBackend has no verify_tree_greedy implementation ({kernels})")
-    cls.implements = tuple(dataclasses.replace(i, module=i.module + "_renamed") if i.kernel == "verify_tree_greedy"
-                           else i for i in cls.implements)
+    def renamed(impl):
+        return dataclasses.replace(impl, places=tuple(dataclasses.replace(p, module=p.module + "_renamed")
+                                                      for p in impl.places))
+
+    cls.implements = tuple(renamed(i) if i.kernel == "verify_tree_greedy" else i for i in cls.implements)
 
 
 def _front_writes_zeros(sglang_triton) -> None:
@@ -169,10 +172,10 @@ BUGS = {b.name: b for b in (
         "oracle.commit_plan takes the block's front slots from node 1 on"),
     Bug("front-writes-zeros", "ddtree_compat.backends.sglang_triton", _front_writes_zeros,
         ("tests/unit/test_graphs.py::test_sglang_triton_sequence_interpreted",),
-        "the sglang-triton adapter's front_out_cache_loc writes zeros (its probe sees a wrong answer)"),
+        "the sglang-triton adapter's front_out_cache_loc writes zeros"),
     Bug("adapter-names-a-missing-module", "ddtree_compat.backends.sglang_triton", _adapter_names_a_missing_module,
         ("tests/unit/test_harness.py::test_sglang_triton_interpret_matches_oracle_on_a_grid_slice",),
-        "the sglang-triton adapter's verify kernel names a module the installed SGLang does not have"),
+        "the sglang-triton adapter's verify kernel names modules the installed SGLang does not have"),
     Bug("tile-module-raises", "ddtree_compat.backends.sglang_tiles", _tile_module_raises,
         ("tests/unit/test_attention.py::test_emulation_patches_sglang_and_restores",),
         "sglang_tiles._module() raises (the tile emulation's module lookup)"),
