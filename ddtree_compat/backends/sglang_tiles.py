@@ -41,7 +41,13 @@ LAUNCH_KEYS = (*TILE_KEYS, "BLOCK_N_PREFIX", "num_stages", "PAGE_SIZE")
 
 
 def _module():
-    """The module of the installed SGLang's ``extend_attention_fwd`` (:data:`PLACES`)."""
+    """The module of the installed SGLang's ``extend_attention_fwd`` (:data:`PLACES`).
+
+    Raises:
+        Absent, MissingDependency: this SGLang does not have it, or a module it imports is not installed
+            (:mod:`.sglang_locate`; skip reasons, and only these).
+        AdapterError: anything else (ours, reported as an error).
+    """
     fn, _ = locate(PLACES)
     return sys.modules[fn.__module__]
 
