@@ -20,7 +20,6 @@ pkg.module:object``; :mod:`.registry` resolves a run's selection.
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -45,8 +44,6 @@ class Implementation:
         places: where the kernel may live (:class:`.sglang_locate.Place`, first found wins): none found
             is a skip that says where the suite looked; a place whose module lacks a dependency here, a
             skip naming it.
-        probe: ``(backend) -> None``, one tiny launch on the interpret tier; raising means Triton's
-            interpreter cannot run it here (the reason names why).
         refuse: ``(target, case) -> reason | None``: cases this implementation cannot run on a target
             (bf16 under Triton's interpreter).
         static: static-tier entries (:mod:`ddtree_compat.static.kernels`) compiled for every arch.
@@ -56,7 +53,6 @@ class Implementation:
     runtime: str
     what: str = ""
     places: tuple = ()
-    probe: Callable | None = None
     refuse: Callable | None = None
     static: tuple = ()
 
@@ -113,19 +109,6 @@ def _runtime_reason(impl: Implementation, target: Target) -> str | None:
     return None
 
 
-@functools.cache
-def _probe_reason(backend_name: str, kernel: str, probe: Callable, backend) -> str | None:
-    try:
-        probe(backend)
-    except Exception as e:  # noqa: BLE001 - the probe's launch failed: the interpreter cannot run it here
-        import numpy
-        import triton
-
-        return (f"Triton {triton.__version__}'s interpreter cannot run {kernel} with NumPy {numpy.__version__}: "
-                f"{type(e).__name__}: {e}").replace("\n", " ")[:400]
-    return None
-
-
 def unavailable(backend, kernel: str, target: Target, case=None) -> str | None:
     """Why ``backend`` cannot run ``kernel`` (a name or label) on ``target`` (for ``case``, when given),
     or ``None`` when it can. The one answer to "runs here?", read from the backend's declaration."""
@@ -139,8 +122,6 @@ def unavailable(backend, kernel: str, target: Target, case=None) -> str | None:
         reason = _cuda_reason()
     if not reason and impl.places:
         reason = sglang_locate.reason(impl.places)  # AdapterError (ours) propagates: an error, not a skip
-    if not reason and impl.probe is not None and target.tier == "interpret":
-        reason = _probe_reason(backend.name, impl.kernel, impl.probe, backend)
     if not reason and case is not None and impl.refuse is not None:
         reason = impl.refuse(target, case)
     return reason
