@@ -9,7 +9,8 @@
 * ``report RESULTS...``: render results files (merged: several runners or GPUs, one matrix; a re-run cell
   once, its latest verdict) as Markdown, and with ``--html PAGE`` a self-contained HTML page plus the
   summary picture PNG beside it.
-* ``diff BASELINE CANDIDATE``: the upgrade gate; lists regressed and fixed cells, exits 1 on a regression.
+* ``diff BASELINE CANDIDATE``: the upgrade gate; lists regressed and fixed cells, exits 1 on a regression, 3
+  when something could not be compared.
 * ``replay CASE --backend NAME``: run one case (a JSON file, or any record's case by its id: found without
   building the whole grid, :mod:`ddtree_compat.case_lookup`) in this process and print the verdict.
 * ``cases``: list (or write as JSON) the grid of a profile, or ``--attention PROFILE``'s attention cases.
@@ -87,9 +88,9 @@ def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path]:
         raise DDTreeInputError("--resume-passes" if args.resume_passes < 0 else "--timeout",
                                args.resume_passes if args.resume_passes < 0 else args.timeout,
                                "--resume-passes >= 0, --timeout >= 1 (seconds)", "out of range")
-    if args.workers is not None and not re.fullmatch(r"auto|logical|[1-9]\d*", args.workers):
-        raise DDTreeInputError("-n", args.workers, "auto, logical or a positive number of xdist workers",
-                               "not a worker count")
+    if args.workers is not None and not re.fullmatch(r"auto|logical|\d+", args.workers):
+        raise DDTreeInputError("-n", args.workers, "auto, logical or a number of xdist workers (0: none, no fault "
+                               "containment)", "not a worker count")
     try:
         resolve(args.backend or None, impls.paths_from_env())
     except DDTreeInputError as e:  # name the option as typed here
@@ -251,15 +252,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .gate import compare, render_markdown, warnings
     from .results import load
 
-    gate = compare(load([args.baseline]), load([args.candidate]))
+    gate = compare(load([args.baseline]), load([args.candidate]), tuple(args.backend or ()))
     for warning in warnings(gate):  # also on stderr: the Markdown can run to thousands of lines
         print(f"ddtree_compat diff: warning: {warning}", file=sys.stderr)
     text = render_markdown(gate, args.baseline, args.candidate, limit=args.limit)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
+    for why in gate.not_compared:
+        print(f"ddtree_compat diff: not compared: {why}", file=sys.stderr)
     sys.stdout.write(text)
-    return 1 if gate.failed else 0
+    return gate.exit_status
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -407,12 +410,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--html", metavar="PAGE.html", help="also write a self-contained HTML page and PAGE.png beside it")
     r.set_defaults(func=cmd_report)
 
-    d = sub.add_parser("diff", help="upgrade gate: cells that regressed (pass -> other) or got fixed; exit 1 on "
-                                    "a regression")
+    d = sub.add_parser("diff", help="upgrade gate: cells compared, regressed (pass -> other), fixed, newly "
+                                    "covered; exit 1 on a regression, 3 when something could not be compared")
     d.add_argument("baseline", help="results JSONL of the pinned version")
     d.add_argument("candidate", help="results JSONL of the candidate version")
     d.add_argument("-o", "--output", help="also write the Markdown verdict here (e.g. $GITHUB_STEP_SUMMARY)")
     d.add_argument("--limit", type=int, default=50, help="cells listed per section (default 50)")
+    d.add_argument("--backend", action="append", help="compare only this backend's cells (repeatable)")
     d.set_defaults(func=cmd_diff)
 
     y = sub.add_parser("replay", help="run one case (a JSON file, or any case's id) through one backend "

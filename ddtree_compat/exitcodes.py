@@ -18,7 +18,8 @@ class Exit(IntEnum):
     OK = 0
     FAILED = 1
     USAGE = 2
-    INTERNAL = 3
+    NOT_COMPARED = 3
+    INTERNAL = 4
     NOTHING_RAN = 5
     INTERRUPTED = 130
 
@@ -30,7 +31,11 @@ TABLE: tuple[tuple[Exit, str], ...] = (
                   "found a regression"),
     (Exit.USAGE, "bad input, said in one line on stderr (an unknown option value, backend, kernel, marker or case "
                  "id; a file that is not a case or results file): nothing was run, written or removed"),
-    (Exit.INTERNAL, "the suite itself broke (pytest's internal error): a bug, report it with the output"),
+    (Exit.NOT_COMPARED, "`diff` only: no regression, but not everything was compared (a backend · kernel · arch "
+                        "ran on one side only, or no cell ran on both): the lines say which and why "
+                        "(`ddtree_compat.gate`)"),
+    (Exit.INTERNAL, "the suite itself broke (pytest's internal error, exit 3 there): a bug, report it with the "
+                    "output"),
     (Exit.NOTHING_RAN, "nothing ran: no cell selected (`sweep -- -k nomatch`), or `replay`'s backend cannot run "
                        "the case here (the line says why; `--allow-skip` makes it 0)"),
     (Exit.INTERRUPTED, "interrupted (Ctrl-C): the results file keeps what finished; `sweep --resume` runs the rest"),
@@ -54,11 +59,11 @@ def from_pytest(status: int) -> Exit:
     return _PYTEST.get(status, Exit.INTERNAL)
 
 
-_PRECEDENCE = (Exit.INTERRUPTED, Exit.USAGE, Exit.INTERNAL, Exit.FAILED, Exit.OK, Exit.NOTHING_RAN)
+_PRECEDENCE = (Exit.INTERRUPTED, Exit.USAGE, Exit.INTERNAL, Exit.FAILED, Exit.NOT_COMPARED, Exit.OK, Exit.NOTHING_RAN)
 
 
 def combine(statuses) -> Exit:
-    """One status for several runs (a sweep's tiers): the first of interrupted, usage, internal, failed, ok
-    that any run has; :attr:`Exit.NOTHING_RAN` only when no run ran anything (or there was none)."""
+    """One status for several runs (a sweep's tiers): the first of interrupted, usage, internal, failed, not
+    compared, ok that any run has; :attr:`Exit.NOTHING_RAN` only when no run ran anything (or there was none)."""
     present = set(statuses)
     return next((s for s in _PRECEDENCE if s in present), Exit.NOTHING_RAN)

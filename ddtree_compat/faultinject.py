@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ._triton_env import triton_or_none
 from .backends import Backend, Implementation
+from .backends.sglang_locate import Place
 from .kernels.verify import VERIFY
 
 triton, tl = triton_or_none()
@@ -63,7 +64,7 @@ class _Injector(Backend):
     name = "fault"
     expected_fault = "other"
     implements = (Implementation(VERIFY, "cuda", what="fault injection (a real CUDA device)",
-                                 module="triton"),)
+                                 places=(Place("triton", "jit"),)),)
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:

@@ -3,6 +3,8 @@
 #   - torch: kept if importable (the GPU host's CUDA build); else torch==2.13.0.
 #   - this package, editable (it registers the pytest plugin), with its extras: `kernels` (the modules SGLang's
 #     kernels import) and `static` (the static tier's cuobjdump/nvdisasm and ninja; nvcc: the CUDA toolkit's).
+#   - transformers for the cross-checks of the tiny checkpoints (requirements/crosscheck.txt): kept if
+#     importable (a GPU host's own, which its SGLang trees were tested with), else the pinned one.
 #   - SGLang 0.5.23 with --no-deps: its server pins (a CUDA torch of several GB) are not wanted here, so pip's
 #     "dependency conflicts" report about them is expected; it goes to the log, and only conflicts of other
 #     packages are shown.
@@ -27,6 +29,9 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   pip_install "torch==2.13.0"
 fi
 pip_install -e ".[kernels,static]"
+if ! "$PY" -c "import transformers" 2>/dev/null; then
+  pip_install -r requirements/crosscheck.txt
+fi
 pip_install --no-deps "sglang==${SGLANG_VERSION}"
 # Conflicts that are not sglang's own unmet pins (those are by design) are worth reading.
 "$PY" -m pip check --disable-pip-version-check 2>/dev/null | grep -v -E "^(sglang|No broken)" >&2 || true
@@ -34,7 +39,8 @@ pip_install --no-deps "sglang==${SGLANG_VERSION}"
 import importlib
 for m in ("sglang.kernels.ops.speculative.spec_tree", "ddtree_compat.plugin"):
     importlib.import_module(m)
-import sglang, torch, triton
+import sglang, torch, transformers, triton
 print(f"setup ok: sglang {sglang.__version__} (--no-deps: its server pins left out), torch {torch.__version__}, "
-      f"triton {triton.__version__}, ddtree-compat editable with its pytest plugin")
+      f"triton {triton.__version__}, transformers {transformers.__version__}, ddtree-compat editable with its "
+      "pytest plugin")
 PY

@@ -20,14 +20,13 @@ pkg.module:object``; :mod:`.registry` resolves a run's selection.
 
 from __future__ import annotations
 
-import functools
-import importlib
 import os
 from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..kernels import base_name
 from ..tiers import Target
+from . import sglang_locate
 
 RUNTIMES = ("host", "triton", "cuda", "torch")
 
@@ -42,9 +41,9 @@ class Implementation:
             graph), ``triton`` (compiled on the device tier, interpreted on the interpret tier),
             ``cuda`` (a compiled CUDA kernel: the device tier only), ``torch`` (torch ops: any tier).
         what: the implementation in words, for skip reasons (``SGLang's Triton verify_tree_greedy_triton``).
-        module: the module that must import for the kernel to run (``""``: none).
-        probe: ``(backend) -> None``, one tiny launch on the interpret tier; raising means Triton's
-            interpreter cannot run it here (the reason names why).
+        places: where the kernel may live (:class:`.sglang_locate.Place`, first found wins): none found
+            is a skip that says where the suite looked; a place whose module lacks a dependency here, a
+            skip naming it.
         refuse: ``(target, case) -> reason | None``: cases this implementation cannot run on a target
             (bf16 under Triton's interpreter).
         static: static-tier entries (:mod:`ddtree_compat.static.kernels`) compiled for every arch.
@@ -53,8 +52,7 @@ class Implementation:
     kernel: str
     runtime: str
     what: str = ""
-    module: str = ""
-    probe: Callable | None = None
+    places: tuple = ()
     refuse: Callable | None = None
     static: tuple = ()
 
@@ -90,15 +88,6 @@ def interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def import_error(module: str) -> str | None:
-    """``None`` if ``module`` imports, else a one-line reason naming the missing piece."""
-    try:
-        importlib.import_module(module)
-    except Exception as e:  # noqa: BLE001 - any import failure makes the kernel unavailable
-        return f"cannot import {module}: {type(e).__name__}: {e}".replace("\n", " ")
-    return None
-
-
 def _cuda_reason() -> str | None:
     import torch
 
@@ -120,19 +109,6 @@ def _runtime_reason(impl: Implementation, target: Target) -> str | None:
     return None
 
 
-@functools.cache
-def _probe_reason(backend_name: str, kernel: str, probe: Callable, backend) -> str | None:
-    try:
-        probe(backend)
-    except Exception as e:  # noqa: BLE001 - the probe's launch failed: the interpreter cannot run it here
-        import numpy
-        import triton
-
-        return (f"Triton {triton.__version__}'s interpreter cannot run {kernel} with NumPy {numpy.__version__}: "
-                f"{type(e).__name__}: {e}").replace("\n", " ")[:400]
-    return None
-
-
 def unavailable(backend, kernel: str, target: Target, case=None) -> str | None:
     """Why ``backend`` cannot run ``kernel`` (a name or label) on ``target`` (for ``case``, when given),
     or ``None`` when it can. The one answer to "runs here?", read from the backend's declaration."""
@@ -144,10 +120,8 @@ def unavailable(backend, kernel: str, target: Target, case=None) -> str | None:
     reason = _runtime_reason(impl, target)
     if not reason and target.tier == "device" and impl.runtime != "host":
         reason = _cuda_reason()
-    if not reason and impl.module:
-        reason = import_error(impl.module)
-    if not reason and impl.probe is not None and target.tier == "interpret":
-        reason = _probe_reason(backend.name, impl.kernel, impl.probe, backend)
+    if not reason and impl.places:
+        reason = sglang_locate.reason(impl.places)  # AdapterError (ours) propagates: an error, not a skip
     if not reason and case is not None and impl.refuse is not None:
         reason = impl.refuse(target, case)
     return reason

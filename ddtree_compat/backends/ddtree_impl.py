@@ -139,7 +139,7 @@ class DDTreeImplBackend(Backend):
         for record, wrapper, jit in TRITON:
             if impl.kernel_module is not None and wrapper in impl.kernel_functions:
                 declared.append(Implementation(record.name, "cuda", what=f"{where}'s Triton {wrapper} (it raises "
-                                               "ValueError on CPU tensors)", probe=None,
+                                               "ValueError on CPU tensors)",
                                                static=static_entries(impl, jit)))
         for record, helpers in CPU:
             if impl.utils_module is not None and all(h in impl.utils_functions for h in helpers):

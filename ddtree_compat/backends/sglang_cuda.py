@@ -11,20 +11,20 @@ from __future__ import annotations
 from ..kernels.verify import VERIFY
 from ..static.kernels import SGLANG_VERIFY_CUDA
 from . import Backend, Implementation
+from .sglang_locate import Place, locate
 
-MODULE = "sglang.kernels.ops.speculative.tree"
+PLACES = (Place("sglang.kernels.ops.speculative.tree", "verify_tree_greedy", seen="0.5.22, 0.5.23"),)
 
 
 class SGLangCudaBackend(Backend):
     name = "sglang-cuda"
     implements = (
-        Implementation(VERIFY, "cuda", what="tvm-ffi JIT CUDA kernel", module=MODULE,
+        Implementation(VERIFY, "cuda", what="tvm-ffi JIT CUDA kernel", places=PLACES,
                        static=(SGLANG_VERIFY_CUDA,)),  # nvcc-built for every arch by the static tier
     )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:
-        from sglang.kernels.ops.speculative.tree import verify_tree_greedy
-
+        verify_tree_greedy, _ = locate(PLACES)
         verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict)

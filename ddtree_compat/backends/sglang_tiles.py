@@ -23,20 +23,33 @@ error: that is a fact about the device, recorded as a skip with class ``out-of-r
 
 from __future__ import annotations
 
-import importlib
+import sys
 from contextlib import contextmanager
 from unittest import mock
 
 from ..arch import parse_arch
+from .sglang_locate import Place, locate
 
 MODULE = "sglang.kernels.ops.attention.extend_attention"
+PLACES = (Place(MODULE, "extend_attention_fwd", seen="0.5.18+, ddtree-v2"),
+          Place("sglang.srt.layers.attention.triton_ops.extend_attention", "extend_attention_fwd",
+                seen="0.5.12, 0.5.15, the June 2026 DDTree trees"))
+"""Where releases keep ``extend_attention_fwd`` (:mod:`.sglang_locate`)."""
 NATIVE = "native"
 TILE_KEYS = ("BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV", "BLOCK_M", "BLOCK_N", "num_warps")
 LAUNCH_KEYS = (*TILE_KEYS, "BLOCK_N_PREFIX", "num_stages", "PAGE_SIZE")
 
 
 def _module():
-    return importlib.import_module(MODULE)
+    """The module of the installed SGLang's ``extend_attention_fwd`` (:data:`PLACES`).
+
+    Raises:
+        Absent, MissingDependency: this SGLang does not have it, or a module it imports is not installed
+            (:mod:`.sglang_locate`; skip reasons, and only these).
+        AdapterError: anything else (ours, reported as an error).
+    """
+    fn, _ = locate(PLACES)
+    return sys.modules[fn.__module__]
 
 
 def emulation_unavailable_reason() -> str | None:
@@ -45,7 +58,7 @@ def emulation_unavailable_reason() -> str | None:
     if getattr(m, "_is_hip", False):
         return "SGLang runs its ROCm branch here: CUDA tile choices cannot be emulated"
     if not callable(getattr(m, "_get_block_sizes_for_extend_attention", None)) or not hasattr(m, "_fwd_kernel"):
-        return f"{MODULE} has no _get_block_sizes_for_extend_attention / _fwd_kernel (SGLang changed)"
+        return f"{m.__name__} has no _get_block_sizes_for_extend_attention / _fwd_kernel (SGLang changed)"
     return None
 
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from ..kernels.commit import MOVE_KV
 from . import Backend, Implementation
+from .sglang_locate import Place, locate
 
-MODULE = "sglang.srt.mem_cache.memory_pool"
+PLACES = (Place("sglang.srt.mem_cache.memory_pool", "move_kv_cache_native", seen="0.5.12-0.5.23, DDTree trees"),)
 
 
 class SGLangTorchBackend(Backend):
     name = "sglang-torch"
-    implements = (Implementation(MOVE_KV.name, "torch", what="SGLang's move_kv_cache_native", module=MODULE),)
+    implements = (Implementation(MOVE_KV.name, "torch", what="SGLang's move_kv_cache_native", places=PLACES),)
 
     def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
-        from sglang.srt.mem_cache.memory_pool import move_kv_cache_native
-
-        move_kv_cache_native(k_buffers, v_buffers, tgt_loc, src_loc)
+        move_kv_cache_native, _ = locate(PLACES)
+        move_kv_cache_native(k_buffers, v_buffers, tgt_loc, src_loc)  # page_size (0.5.15-0.5.18) defaults to 1

@@ -26,29 +26,58 @@ from ..static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON
                               SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, kv_copy_config)
 from . import Backend, Implementation, interpreter_on
 from . import sglang_tiles
+from .sglang_locate import Place, locate
 
-SPEC_TREE = "sglang.kernels.ops.speculative.spec_tree"
-EAGLE = "sglang.kernels.ops.speculative.eagle"
+OPS = "sglang.kernels.ops"
+OLD = "sglang.srt.speculative.triton_ops"  # 0.5.15 and the June 2026 DDTree trees
+PLACES = {  # kernel -> where releases keep it (sglang_locate); first found wins
+    VERIFY: (Place(f"{OPS}.speculative.spec_tree", "verify_tree_greedy_triton", seen="0.5.23"),
+             Place("sglang.srt.speculative.eagle_utils", "verify_tree_greedy_triton", seen="0.5.15-0.5.22, ddtree-v2"),
+             Place(f"{OPS}.speculative.spec_tree", "verify_tree_greedy_kernel_triton", "launch", "0.5.18-0.5.22"),
+             Place(f"{OLD}.spec_tree", "verify_tree_greedy_kernel_triton", "launch", "0.5.15")),
+    ACCEPT_OUT_CACHE_LOC.name: (Place(f"{OPS}.speculative.eagle", "fill_accept_out_cache_loc_func", seen="0.5.18+"),
+                                Place(f"{OLD}.eagle", "fill_accept_out_cache_loc", "launch", "0.5.15, dbguo")),
+    FRONT_OUT_CACHE_LOC.name: (Place(f"{OPS}.speculative.cache_locs", "fill_front_out_cache_loc_func", seen="0.5.23"),),
+    COMMIT_OUTPUTS.name: (Place(f"{OPS}.speculative.eagle", "prepare_verify_commit_outputs", seen="0.5.22+"),),
+    BONUS_TOKENS.name: (Place(f"{OPS}.speculative.eagle", "fill_bonus_tokens_func", seen="0.5.18+"),
+                        Place(f"{OLD}.eagle", "fill_bonus_tokens", "launch", "0.5.15, dbguo, rancy-ddtree")),
+    ASSIGN_REQ_TO_TOKEN.name: (Place("sglang.srt.mem_cache.allocation", "assign_req_to_token_pool_func", seen="0.5.18+"),
+                               Place(f"{OLD}.cache_locs", "assign_req_to_token_pool_func", seen="0.5.15"),
+                               Place("sglang.srt.speculative.spec_utils", "assign_req_to_token_pool_func",
+                                     seen="0.5.12")),
+    MOVE_KV.name: (Place(f"{OPS}.kvcache.cache_move", "copy_all_layer_kv_cache_func", seen="0.5.18+"),
+                   Place("sglang.srt.mem_cache.triton_ops.cache_move", "copy_all_layer_kv_cache_tiled", "launch",
+                         "0.5.15, DDTree trees of June 2026"),
+                   Place("sglang.srt.mem_cache.memory_pool", "copy_all_layer_kv_cache_tiled", "launch", "0.5.12")),
+    VERIFY_ATTENTION: sglang_tiles.PLACES,
+}
 
 
-def _probe_front(backend) -> None:
-    """One tiny ``fill_front_out_cache_loc_func`` launch under the interpreter (Triton 3.6's interpreter
-    turns a loaded scalar into a one-element array; with NumPy >= 2.4, ``range()`` over it, a
-    data-dependent loop count in ``assign_extend_cache_locs``, raises)."""
-    import torch
-
-    out = torch.zeros(2, dtype=torch.int64)
-    backend.front_out_cache_loc(torch.tensor([1, 1], dtype=torch.int32), torch.arange(4), out)
-    if out.tolist() != [0, 2]:
-        raise AssertionError(f"probe wrote {out.tolist()}, want [0, 2]")
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
 
 
-def _refuse_bf16_interpreted(target, case) -> str | None:
+def _interpreted():
+    """Triton 3.6's interpreter needs :func:`~ddtree_compat._triton_env.interpreter_scalar_index` for SGLang's
+    kernels with a data-dependent loop count (``assign_extend_cache_locs``, ``assign_req_to_token_pool``,
+    the attention prefix loop) under NumPy >= 2.4 (triton-lang/triton#9171); compiled Triton never needs it."""
+    return interpreter_scalar_index() if interpreter_on() else nullcontext()
+
+
+def _refuse_attention(target, case) -> str | None:
     """bf16 on the interpret tier: Triton's interpreter stores bf16 as uint16 and its ``tl.dot``
-    multiplies the bit patterns (triton-lang/triton#11584; bf16 arithmetic is unsupported there)."""
+    multiplies the bit patterns (triton-lang/triton#11584; bf16 arithmetic is unsupported there). A paged
+    case on a release whose ``extend_attention_fwd`` takes no ``page_size`` (0.5.12, the June 2026 DDTree
+    trees)."""
     if target.tier == "interpret" and case.dtype == "bf16":
         return ("Triton's interpreter has no bf16 arithmetic (tl.dot multiplies the uint16 bit patterns, "
                 "triton-lang/triton#11584): bf16 runs on the device tier")
+    if case.page_size != 1:
+        import inspect
+
+        fn, place = locate(PLACES[VERIFY_ATTENTION])
+        if "page_size" not in inspect.signature(fn).parameters:
+            return f"{place} takes no page_size in this sglang: page size {case.page_size} cannot be expressed"
     return None
 
 
@@ -58,55 +87,70 @@ class SGLangTritonBackend(Backend):
     # each with its static-tier entries (compiled for every arch): the verify kernel, the commit step's
     # kernels and the verify attention (each arch's own tile choice)
     implements = (
-        Implementation(VERIFY, "triton", module=SPEC_TREE, static=(SGLANG_VERIFY_TRITON,)),
-        Implementation(ACCEPT_OUT_CACHE_LOC.name, "triton", module=EAGLE, static=(SGLANG_FILL_ACCEPT_TRITON,)),
-        Implementation(FRONT_OUT_CACHE_LOC.name, "triton", module="sglang.kernels.ops.speculative.cache_locs",
-                       probe=_probe_front, static=(SGLANG_FRONT_OUT_TRITON,)),
-        Implementation(COMMIT_OUTPUTS.name, "triton", module=EAGLE),
-        Implementation(BONUS_TOKENS.name, "triton", module=EAGLE),
-        Implementation(ASSIGN_REQ_TO_TOKEN.name, "triton", module="sglang.srt.mem_cache.allocation"),
-        Implementation(MOVE_KV.name, "triton", module="sglang.kernels.ops.kvcache.cache_move",
-                       static=(SGLANG_MOVE_KV_TRITON,)),
-        Implementation(VERIFY_ATTENTION, "triton", module=sglang_tiles.MODULE, refuse=_refuse_bf16_interpreted,
+        Implementation(VERIFY, "triton", places=PLACES[VERIFY], static=(SGLANG_VERIFY_TRITON,)),
+        Implementation(ACCEPT_OUT_CACHE_LOC.name, "triton", places=PLACES[ACCEPT_OUT_CACHE_LOC.name],
+                       static=(SGLANG_FILL_ACCEPT_TRITON,)),
+        Implementation(FRONT_OUT_CACHE_LOC.name, "triton", places=PLACES[FRONT_OUT_CACHE_LOC.name],
+                       static=(SGLANG_FRONT_OUT_TRITON,)),
+        Implementation(COMMIT_OUTPUTS.name, "triton", places=PLACES[COMMIT_OUTPUTS.name]),
+        Implementation(BONUS_TOKENS.name, "triton", places=PLACES[BONUS_TOKENS.name]),
+        Implementation(ASSIGN_REQ_TO_TOKEN.name, "triton", places=PLACES[ASSIGN_REQ_TO_TOKEN.name]),
+        Implementation(MOVE_KV.name, "triton", places=PLACES[MOVE_KV.name], static=(SGLANG_MOVE_KV_TRITON,)),
+        Implementation(VERIFY_ATTENTION, "triton", places=PLACES[VERIFY_ATTENTION], refuse=_refuse_attention,
                        static=(SGLANG_VERIFY_ATTENTION,)),
     )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:
-        from sglang.kernels.ops.speculative.spec_tree import verify_tree_greedy_triton
+        """``verify_tree_greedy_triton``; where only its kernel imports, the kernel launched as that wrapper
+        launches it: grid ``(bs,)``, ``batch_size = bs``, ``num_speculative_tokens = accept_index.shape[1]``,
+        ``num_draft_tokens = candidates.shape[1]``."""
+        fn, place = locate(PLACES[VERIFY])
+        args = (predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+                retrive_next_sibling, target_predict)
+        if place.kind == "launch":
+            fn[(candidates.shape[0],)](*args, batch_size=candidates.shape[0],
+                                       num_speculative_tokens=accept_index.shape[1],
+                                       num_draft_tokens=candidates.shape[1])
+        else:
+            fn(*args)
 
-        verify_tree_greedy_triton(predicts, accept_index, accept_token_num, candidates, retrive_index,
-                                  retrive_next_token, retrive_next_sibling, target_predict)
-
-    # ---- commit kernels: sglang.kernels.ops.speculative.eagle and sglang.srt.mem_cache.allocation
+    # ---- commit kernels
 
     def accept_out_cache_loc(self, accept_index, out_cache_loc, accept_out_cache_loc) -> None:
-        from sglang.kernels.ops.speculative.eagle import fill_accept_out_cache_loc_func
-
-        fill_accept_out_cache_loc_func(accept_index, out_cache_loc, accept_out_cache_loc, accept_index.numel())
+        """``fill_accept_out_cache_loc_func(..., size)``; 0.5.15's launch: grid ``(size,)``,
+        ``size_upper = next_pow2(size)``, ``size = bs * accept_index.shape[1]``."""
+        fn, place = locate(PLACES[ACCEPT_OUT_CACHE_LOC.name])
+        size = accept_index.numel()
+        if place.kind == "launch":
+            fn[(size,)](accept_index, out_cache_loc, accept_out_cache_loc, size_upper=_next_pow2(size))
+        else:
+            fn(accept_index, out_cache_loc, accept_out_cache_loc, size)
 
     def front_out_cache_loc(self, num_front, out_cache_loc, front_out_cache_loc) -> None:
-        from sglang.kernels.ops.speculative.cache_locs import fill_front_out_cache_loc_func
-
-        fill_front_out_cache_loc_func(num_front, out_cache_loc, front_out_cache_loc)
+        fn, _ = locate(PLACES[FRONT_OUT_CACHE_LOC.name])
+        with _interpreted():
+            fn(num_front, out_cache_loc, front_out_cache_loc)
 
     def commit_outputs(self, predict, accept_index, accept_lens, seq_lens):
-        from sglang.kernels.ops.speculative.eagle import prepare_verify_commit_outputs
-
-        return prepare_verify_commit_outputs(predict, accept_index, accept_lens, seq_lens)
+        fn, _ = locate(PLACES[COMMIT_OUTPUTS.name])
+        return fn(predict, accept_index, accept_lens, seq_lens)
 
     def bonus_tokens(self, accept_tokens, accept_lens, bonus, accept_stride) -> None:
-        from sglang.kernels.ops.speculative.eagle import fill_bonus_tokens_func
-
-        fill_bonus_tokens_func(accept_tokens, accept_lens, bonus, accept_stride, accept_lens.numel())
+        """``fill_bonus_tokens_func(..., accept_stride, bs)``; 0.5.15's launch: grid ``(bs,)``, constexpr
+        ``accept_stride = accept_index.shape[1]``."""
+        fn, place = locate(PLACES[BONUS_TOKENS.name])
+        if place.kind == "launch":
+            fn[(accept_lens.numel(),)](accept_tokens, accept_lens, bonus, accept_stride=accept_stride)
+        else:
+            fn(accept_tokens, accept_lens, bonus, accept_stride, accept_lens.numel())
 
     def assign_req_to_token(self, req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc) -> None:
-        from sglang.srt.mem_cache.allocation import assign_req_to_token_pool_func
+        fn, _ = locate(PLACES[ASSIGN_REQ_TO_TOKEN.name])
+        with _interpreted():
+            fn(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, req_pool_indices.numel())
 
-        assign_req_to_token_pool_func(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc,
-                                      req_pool_indices.numel())
-
-    # ---- verify attention: sglang.kernels.ops.attention.extend_attention
+    # ---- verify attention
 
     def attention_tile_choice(self, tiles: str, head_dim: int) -> dict:
         """SGLang's tile choice for ``tiles`` (``native`` or an arch name) at this head_dim."""
@@ -116,22 +160,25 @@ class SGLangTritonBackend(Backend):
                          mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict | None:
         """``extend_attention_fwd`` as SGLang's Triton backend calls it in target verify (``is_causal=True``,
         unit ``k_scale``/``v_scale``, the prefix's mask columns skipped: its default), under ``tiles``'
-        tile choice; returns the recorded launch (tile sizes, warps, grid)."""
-        from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+        tile choice; returns the recorded launch (tile sizes, warps, grid). ``page_size`` is passed where
+        the release takes it (0.5.15+)."""
+        import inspect
 
-        interp = interpreter_scalar_index() if interpreter_on() else nullcontext()
-        with interp, sglang_tiles.capability(tiles), sglang_tiles.record_launch() as launches:
-            extend_attention_fwd(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, True,
-                                 mask_indptr, max_len_extend, 1.0, 1.0, sm_scale=sm_scale, page_size=page_size)
+        fn, _ = locate(PLACES[VERIFY_ATTENTION])
+        extra = {"page_size": page_size} if "page_size" in inspect.signature(fn).parameters else {}
+        with _interpreted(), sglang_tiles.capability(tiles), sglang_tiles.record_launch() as launches:
+            fn(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, True,
+               mask_indptr, max_len_extend, 1.0, 1.0, sm_scale=sm_scale, **extra)
         return launches[-1] if launches else None
 
     def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
-        """The token KV pool's ``move_kv_cache`` (``MHATokenToKVPool._move_kv_cache_impl``, default path):
-        one launch per ``num_locs_upper`` slots, every layer's K and V rows by pointer table."""
+        """The token KV pool's ``move_kv_cache`` (``MHATokenToKVPool``, default path): one launch per
+        ``num_locs_upper`` slots, every layer's K and V rows by pointer table (``copy_all_layer_kv_cache_func``;
+        before 0.5.18 the pool launched ``copy_all_layer_kv_cache_tiled`` itself, the same way: grid
+        ``(buffers, byte tiles)``, ``num_stages=2``)."""
         import torch
-        from sglang.kernels.ops.kvcache.cache_move import copy_all_layer_kv_cache_func
-        from sglang.srt.utils import next_power_of_2
 
+        fn, place = locate(PLACES[MOVE_KV.name])
         buffers = [*k_buffers, *v_buffers]
         device = tgt_loc.device
         ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64, device=device)
@@ -140,5 +187,11 @@ class SGLangTritonBackend(Backend):
         n, cap = tgt_loc.numel(), config["num_locs_upper"]
         for start in range(0, n, cap):
             count = min(cap, n - start)
-            copy_all_layer_kv_cache_func(ptrs, strides, tgt_loc[start:start + count], src_loc[start:start + count],
-                                         count, next_power_of_2(count), config)
+            tgt, src = tgt_loc[start:start + count], src_loc[start:start + count]
+            if place.kind == "launch":
+                fn[(len(buffers), config["byte_tiles"])](ptrs, strides, tgt, src, count,
+                                                         num_locs_upper=_next_pow2(count),
+                                                         BYTES_PER_TILE=config["bytes_per_tile"],
+                                                         num_warps=config["num_warps"], num_stages=2)
+            else:
+                fn(ptrs, strides, tgt, src, count, _next_pow2(count), config)

@@ -17,8 +17,14 @@ def synchronize(device: str) -> None:
 
 
 def fault_verdict(exc: BaseException, accepted_expected: list[int] | None = None) -> Verdict:
-    """The ``fault`` verdict of a kernel call that raised: its class, and whether the CUDA context survived."""
+    """The ``fault`` verdict of a kernel call that raised: its class, and whether the CUDA context survived.
+    An :class:`~ddtree_compat.backends.sglang_locate.AdapterError` (the suite's own adapter failed) is an
+    ``error`` instead, never counted as a kernel fault."""
+    from ..backends.sglang_locate import AdapterError
+
     text = describe(exc)
+    if isinstance(exc, AdapterError):
+        return Verdict("error", f"the suite's adapter failed: {text}", accepted_expected=accepted_expected or [])
     return Verdict("fault", text, accepted_expected=accepted_expected or [], fault_class=classify(text),
                    context_poisoned=context_poisoned())
 

@@ -96,16 +96,23 @@ def _get(url: str, timeout: float = 10.0):
 
 
 def _text_or_none(url: str) -> str | None:
+    """The body of ``GET url``, or ``None`` when the server did not answer it (refused, timed out, an HTTP
+    error): recorded as unreadable, which the judge reports. Any other exception is ours and propagates."""
+    import requests
+
     try:
         return _get(url).text
-    except Exception:  # noqa: BLE001 - recorded as unreadable
+    except requests.RequestException:
         return None
 
 
 def _json_or_none(url: str) -> dict | None:
+    """As :func:`_text_or_none`, parsed as JSON (``None`` also when the body is not JSON)."""
+    import requests
+
     try:
         return _get(url).json()
-    except Exception:  # noqa: BLE001
+    except (requests.RequestException, ValueError):  # requests' JSONDecodeError is a ValueError
         return None
 
 

@@ -74,8 +74,11 @@ try:
     if spec is not None and spec.origin:  # SGLang 0.5.23 imports FlashMLABackend when it captures draft graphs
         out["eagle_graphs_import_flash_mla"] = "FlashMLABackend" in open(spec.origin, encoding="utf-8").read()
     importlib.import_module("sglang.srt.entrypoints.http_server")
-except BaseException as e:
+except ImportError as e:  # SGLang or a module it needs is not installed: the servers cannot run here
     out["error"] = f"{type(e).__name__}: {e}"[:600]
+except Exception as e:  # the installed SGLang broke in another way: an error, reported as such
+    import traceback
+    out["failure"] = " | ".join(traceback.format_exception_only(type(e), e)).strip()[:600]
 print("DDTREE_PROBE " + json.dumps(out))
 """
 
@@ -89,7 +92,10 @@ class Capabilities:
         flags: every ``--option`` of ``ServerArgs``.
         algorithms: ``SpeculativeAlgorithm`` member names.
         modules: optional modules -> importable (``flashinfer``, ``sgl_kernel``, ...).
-        error: why the probe (or the HTTP server import) failed, else ``None``.
+        error: the module that is missing here, when SGLang (or its HTTP server) does not import for that
+            reason (the cells skip with it), else ``None``.
+        failure: why the probe failed otherwise (it raised something else, printed nothing or hung): the
+            cells are ``error``, never a skip; else ``None``.
         implementation: :meth:`ddtree_compat.identity.Implementation.as_json` of the imported ``sglang``
             (repository and commit where known).
         eagle_graphs_import_flash_mla: the EAGLE worker imports ``FlashMLABackend`` while it captures the
@@ -103,6 +109,7 @@ class Capabilities:
     error: str | None = None
     implementation: dict = field(default_factory=dict)
     eagle_graphs_import_flash_mla: bool = True
+    failure: str | None = None
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -125,17 +132,17 @@ def probe(env: dict[str, str] | None = None, python: str = sys.executable, timeo
     try:
         proc = subprocess.run(cmd, env=server_env(env), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return Capabilities(error=f"probe timed out after {timeout:.0f}s")
+        return Capabilities(failure=f"probe of the installed SGLang timed out after {timeout:.0f}s")
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DDTREE_PROBE ")), None)
     if line is None:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        return Capabilities(error=f"probe exited {proc.returncode}: {' | '.join(tail)[:600]}")
+        return Capabilities(failure=f"probe exited {proc.returncode} without its line: {' | '.join(tail)[:600]}")
     d = json.loads(line[len("DDTREE_PROBE "):])
     impl = identify(d.get("path") or "", d.get("dist_version") or d.get("sglang"), d.get("direct_url"),
                     server_env(env))
     return Capabilities(d.get("sglang"), frozenset(d.get("flags", ())), tuple(d.get("algorithms", ())),
                         d.get("modules", {}), d.get("error"), impl.as_json(),
-                        bool(d.get("eagle_graphs_import_flash_mla", True)))
+                        bool(d.get("eagle_graphs_import_flash_mla", True)), d.get("failure"))
 
 
 def unavailable_reason(config: ServerConfig, caps: Capabilities) -> str:

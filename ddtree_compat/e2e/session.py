@@ -115,13 +115,19 @@ class E2ESession:
             (self.root / "capabilities.json").write_text(json.dumps(
                 {"sglang": self._caps.sglang, "implementation": self._caps.implementation,
                  "algorithms": self._caps.algorithms, "modules": self._caps.modules,
-                 "error": self._caps.error, "flags": sorted(self._caps.flags)}, indent=1))
+                 "error": self._caps.error, "failure": self._caps.failure, "flags": sorted(self._caps.flags)},
+                indent=1))
         return self._caps
 
     def implementation_name(self) -> str:
         """Short name of the SGLang the servers run (``""`` before the probe ran, or for a release named by
         its version only): :mod:`.implementation`."""
         return (self._caps.implementation or {}).get("name", "") if self._caps is not None else ""
+
+    def probe_failure(self) -> str:
+        """Why probing the installed SGLang failed other than by a missing module (``""`` when it did not, or
+        when the host cannot run servers at all): the cells are errors of the setup, not skips."""
+        return "" if self.host_reason() else (self.caps.failure or "")
 
     def reason(self, config: ServerConfig) -> str:
         """Why ``config`` cannot run here (``""`` when it can): host, probe, flags, algorithm, modules."""

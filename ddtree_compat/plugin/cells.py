@@ -59,13 +59,15 @@ def coordinates(target: Target, backend, case, nodeid: str, kernel: str) -> dict
 
 
 def known_issue(sess, target: Target, backend, kernel: str, case) -> KnownIssue | None:
-    """The manifest entry covering a cell of a record that the manifest keys (the verify grid's and the
-    DDTree kernels' cells; not their graph or property variants)."""
+    """The manifest entry covering a cell: a cell of a record the manifest keys (the verify grid's and the
+    DDTree kernels'), or any other cell (a graph replay) that an entry names by its kernel label."""
     record = kernels.get(kernel)
-    if record is None or not record.known_issues or kernel != record.label_of(case):
+    keyed = record is not None and record.known_issues and kernel == record.label_of(case)
+    if not keyed and not hasattr(case, "coordinates"):
         return None
     c = case.coordinates()
-    return sess.known.match(target.column, backend.name, c["budget"], c["topology"], kernel, c["layout"], c["batch"])
+    issue = sess.known.match(target.column, backend.name, c["budget"], c["topology"], kernel, c["layout"], c["batch"])
+    return issue if issue is not None and (keyed or issue.kernel) else None
 
 
 def record_of(cell: Cell):
@@ -133,7 +135,16 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
     cell = Cell(coordinates(target, backend, case, node.nodeid, kernel),
                 known_issue=known_issue(sess, target, backend, kernel, case))
     node.stash[CELL] = cell
-    reason = unavailable_reason(backend, target, kernel, case, needs)
+    if cell.known_issue is not None and node.get_closest_marker("xfail") is None:  # a cell the test parametrized
+        request.applymarker(pytest.mark.xfail(strict=cell.known_issue.strict, reason=cell.known_issue.describe()))
+    from ..backends.sglang_locate import AdapterError
+
+    try:
+        reason = unavailable_reason(backend, target, kernel, case, needs)
+    except AdapterError as e:  # our adapter failed to look the kernel up: an error, never a kernel fault
+        cell.verdict = Verdict("error", f"the suite's adapter failed: {e}")
+        pytest.fail(f"error: {backend.name} {kernel} on {target.id}, case {case.id}: {cell.verdict.message}",
+                    pytrace=False)
     if not reason and sess.poisoned_by and target.tier == "device":
         reason = f"CUDA context poisoned by {sess.poisoned_by}; run under xdist (-n 1) to isolate faults"
     if reason:

@@ -79,14 +79,19 @@ def ddtree_e2e_session(request: pytest.FixtureRequest):
 @pytest.fixture
 def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
     """``check(cell) -> Judgement``: run one e2e cell on its server, record it (tier ``e2e``), and skip
-    (no GPU, no SGLang server, unsupported configuration: with the reason) or fail with the verdict's
-    message, the log excerpt and the server's launch command."""
+    (no GPU, SGLang or a module it needs not installed, unsupported configuration: with the reason), fail as
+    an ``error`` (the probe of the installed SGLang broke otherwise) or fail with the verdict's message, the
+    log excerpt and the server's launch command."""
 
     def check(e2e_cell):
         sess = suite(request.config)
         node = request.node
         cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid,
                                                        ddtree_e2e_session.implementation_name()))
+        failure = ddtree_e2e_session.probe_failure()
+        if failure:
+            cell.verdict = Verdict("error", f"probing the installed SGLang failed: {failure}")
+            pytest.fail(f"error: {e2e_cell.id}: {cell.verdict.message}", pytrace=False)
         reason = ddtree_e2e_session.reason(e2e_cell.config)
         if reason:
             cell.verdict = Verdict("skip", reason)

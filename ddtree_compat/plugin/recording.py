@@ -12,6 +12,7 @@ import pytest
 from .. import kernels
 from ..known_issues import status
 from ..outcomes import Verdict
+from ..tiers import Target
 from .cells import CELL, Cell, coordinates, known_issue, record_of
 from .session import active
 
@@ -23,19 +24,23 @@ def cell_from_params(item: pytest.Item) -> Cell | None:
     sess = active(item.config)
     if sess is None:
         return None
-    if "ddtree_static_cell" in params:
+    from ..static.runner import StaticCell
+
+    if isinstance(params.get("ddtree_static_cell"), StaticCell):  # (an empty parameter set gives NOTSET)
         from .static import static_coordinates
 
         return Cell(static_coordinates(params["ddtree_static_cell"], item.nodeid))
-    if "ddtree_e2e_cell" in params:
+    if hasattr(params.get("ddtree_e2e_cell"), "config"):
         from .e2e import e2e_coordinates
 
         return Cell(e2e_coordinates(params["ddtree_e2e_cell"], sess.e2e_arch(), item.nodeid))
     target, backend = params.get("ddtree_target"), params.get("ddtree_backend")
     case_param = next((p for p in kernels.case_params() if p in params), None)
-    if target is None or backend is None or case_param is None:
-        return None
+    if not isinstance(target, Target) or backend is None or case_param is None:
+        return None  # not a cell of ours, or an empty parametrization (pytest's NOTSET: nothing to run here)
     case = params[case_param]
+    if not isinstance(params.get("ddtree_kernel", ""), str) or not hasattr(case, "coordinates"):
+        return None
     record = kernels.get(params["ddtree_kernel"]) if "ddtree_kernel" in params else kernels.for_param(case_param)[0]
     kernel = record.label_of(case)
     return Cell(coordinates(target, backend, case, item.nodeid, kernel),

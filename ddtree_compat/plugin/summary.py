@@ -67,8 +67,8 @@ class Summary:
                                         f"{sess.e2e_arch()}; logs and captures in {sess.e2e_dir})")
         if counts[("known", "xfail")] or counts[("known", "xpass")]:
             terminalreporter.write_line(f"known issues: {counts[('known', 'xfail')]} failed as expected (xfail), "
-                                        f"{counts[('known', 'xpass')]} passed (XPASS(strict): fixed? update "
-                                        f"{sess.known.path})")
+                                        f"{counts[('known', 'xpass')]} passed (XPASS: fixed, or, for a non-strict "
+                                        f"entry, a draw the issue does not hit; see {sess.known.path})")
         if sess.writer is not None:
             terminalreporter.write_line(f"results: {sess.writer.path}  ->  python -m ddtree_compat report "
                                         f"{sess.writer.path}")

@@ -100,24 +100,45 @@ def signature_of(fn, args: tuple, kwargs: dict) -> tuple[tuple[tuple[str, str], 
     return tuple(signature), tuple(constexprs)
 
 
+def typed_launch(arch: str, head_dim: int, dtype: str, overrides: tuple[tuple[str, int], ...] = ()
+                 ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, object], ...], dict]:
+    """``(signature, constexprs, launch kwargs)`` of the ``_fwd_kernel`` launch SGLang makes on ``arch``
+    (:func:`sglang_launch`, ``overrides`` applied), typed by :func:`signature_of`. Runs where
+    ``TRITON_INTERPRET`` is unset (the compile worker: :func:`ddtree_compat.static.runner.in_worker`).
+
+    Raises:
+        Absent, MissingDependency: this SGLang has no ``_fwd_kernel``, or a module it imports is not installed
+            (:mod:`ddtree_compat.backends.sglang_locate`).
+        RuntimeError: ``_fwd_kernel`` is no compilable ``@triton.jit`` function here (the interpreter is on),
+            or SGLang did not launch it once. Anything else raised is ours, and propagates.
+    """
+    fn = load_object(FN)
+    if not hasattr(fn, "params"):
+        raise RuntimeError(f"{FN} is a {type(fn).__name__}, not a compilable @triton.jit function "
+                           "(TRITON_INTERPRET=1 in this process?)")
+    args, kwargs = sglang_launch(arch, head_dim, dtype)
+    kwargs = {**kwargs, **dict(overrides)}
+    signature, constexprs = signature_of(fn, args, {k: v for k, v in kwargs.items() if not k.startswith("num_")})
+    return signature, constexprs, kwargs
+
+
 def compile_attention(head_dim: int, dtype: str, overrides: tuple[tuple[str, int], ...], arch: str,
                       cache_dir: str) -> Build | Unavailable | BuildError:
     """Compile ``_fwd_kernel`` for ``arch`` as SGLang launches it there for a verify batch at ``head_dim``.
 
     ``overrides`` replace launch values (``(("BLOCK_M", 128), ("num_warps", 8))``): a tile config SGLang
-    does not choose, for tests. The :class:`Build`'s ``config`` names the tiles, warps and stages.
+    does not choose, for tests. The :class:`Build`'s ``config`` names the tiles, warps and stages. A kernel this
+    SGLang lacks, or a module it needs not installed, is :class:`Unavailable`; any other failure to record or
+    type the launch raises (ours).
     """
+    from ..backends.sglang_locate import Absent, MissingDependency
+
     try:
-        fn = load_object(FN)
-        args, kwargs = sglang_launch(arch, head_dim, dtype)
-    except Exception as e:  # noqa: BLE001 - no SGLang / Triton here, or SGLang changed: say why
-        return Unavailable(f"cannot record SGLang's _fwd_kernel launch for {arch}: {type(e).__name__}: {e}"[:500])
-    kwargs = {**kwargs, **dict(overrides)}
-    num_warps, num_stages = kwargs.pop("num_warps", None), kwargs.pop("num_stages", None)
-    if not hasattr(fn, "params"):
-        return Unavailable(f"{FN} is a {type(fn).__name__}, not a compilable @triton.jit function")
-    signature, constexprs = signature_of(fn, args, kwargs)
-    built = compile_kernel(FN, signature, constexprs, num_warps, num_stages, arch, cache_dir)
+        signature, constexprs, kwargs = typed_launch(arch, head_dim, dtype, overrides)
+    except (Absent, MissingDependency) as e:
+        return Unavailable(f"cannot record SGLang's _fwd_kernel launch for {arch}: {e}"[:500])
+    built = compile_kernel(FN, signature, constexprs, kwargs.get("num_warps"), kwargs.get("num_stages"), arch,
+                           cache_dir)
     if isinstance(built, Build):
         tiles = ", ".join(f"{w}={kwargs[w]}" for w in TILE_WORDS if w in kwargs)
         built = replace(built, config=f"{tiles}, {built.config}")

@@ -36,7 +36,9 @@ class TritonKernel:
 
     Attributes:
         kernel: name in the matrix (``verify_tree_greedy``).
-        fn: ``module:attr`` of the ``@triton.jit`` function.
+        fn: ``module:attr`` of the ``@triton.jit`` function; ``a:x|b:y`` lists the places releases have kept
+            it (the first the installed SGLang has is compiled, :mod:`ddtree_compat.backends.sglang_locate`);
+            ``/path/file.py::attr`` a file's function (a DDTree implementation's kernel module).
         signature: ``(parameter, Triton type)`` for every runtime parameter (``*i32``, ``*i64``, ``i32``);
             the rest are constexprs. Pointers are specialised as 16-byte aligned, as Triton does for
             freshly allocated tensors; an integer typed ``i32:16`` as a multiple of 16 (Triton's ``D``
@@ -140,7 +142,8 @@ def fill_accept_spec(case: VerifyCase, arch: str) -> Spec:
 
 SGLANG_VERIFY_TRITON = TritonKernel(
     kernel=VERIFY,
-    fn="sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_kernel_triton",
+    fn="sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_kernel_triton"
+       "|sglang.srt.speculative.triton_ops.spec_tree:verify_tree_greedy_kernel_triton",
     signature=(("predicts_ptr", "*i32"), ("accept_index_ptr", "*i32"), ("accept_token_num_ptr", "*i32"),
                ("candidates_ptr", "*i64"), ("retrieve_index_ptr", "*i64"), ("retrieve_next_token_ptr", "*i64"),
                ("retrieve_next_sibling_ptr", "*i64"), ("target_predict_ptr", "*i64")),
@@ -149,7 +152,8 @@ SGLANG_VERIFY_TRITON = TritonKernel(
 
 SGLANG_FILL_ACCEPT_TRITON = TritonKernel(
     kernel="fill_accept_out_cache_loc",
-    fn="sglang.kernels.ops.speculative.eagle:fill_accept_out_cache_loc",
+    fn="sglang.kernels.ops.speculative.eagle:fill_accept_out_cache_loc"
+       "|sglang.srt.speculative.triton_ops.eagle:fill_accept_out_cache_loc",
     signature=(("accept_index", "*i32"), ("out_cache_loc", "*i64"), ("accept_out_cache_loc", "*i64")),
     specialize=fill_accept_spec,
 )
@@ -207,7 +211,8 @@ def move_kv_specs(cases: tuple[VerifyCase, ...], arch: str) -> list[Spec]:
 # starts = zeros_like(num_front) and num_front (int32: accept_lens), the packed output (int64).
 SGLANG_FRONT_OUT_TRITON = TritonKernel(
     kernel="front_out_cache_loc",
-    fn="sglang.kernels.ops.speculative.cache_locs:assign_extend_cache_locs",
+    fn="sglang.kernels.ops.speculative.cache_locs:assign_extend_cache_locs"
+       "|sglang.srt.speculative.triton_ops.cache_locs:assign_extend_cache_locs",
     signature=(("req_pool_indices", "*i64"), ("req_to_token", "*i64"), ("start_offset", "*i32"),
                ("end_offset", "*i32"), ("out_cache_loc", "*i64")),
     specialize_all=front_out_specs,
@@ -216,7 +221,8 @@ SGLANG_FRONT_OUT_TRITON = TritonKernel(
 # MHATokenToKVPool: a uint64 pointer table, int64 byte strides, int64 slot lists; num_locs a runtime i32.
 SGLANG_MOVE_KV_TRITON = TritonKernel(
     kernel=MOVE_KV.name,
-    fn="sglang.kernels.ops.kvcache.cache_move:copy_all_layer_kv_cache_tiled",
+    fn="sglang.kernels.ops.kvcache.cache_move:copy_all_layer_kv_cache_tiled"
+       "|sglang.srt.mem_cache.triton_ops.cache_move:copy_all_layer_kv_cache_tiled",
     signature=(("data_ptrs", "*u64"), ("strides", "*i64"), ("tgt_loc_ptr", "*i64"), ("src_loc_ptr", "*i64"),
                ("num_locs", "i32")),
     specialize_all=move_kv_specs,

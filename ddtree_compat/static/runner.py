@@ -12,7 +12,10 @@ returns a :class:`~ddtree_compat.outcomes.Verdict`:
 * ``fault``, class ``no-kernel-image``: no cubin in the binary loads on the arch.
 * ``fault``, class ``triton-compile-error`` / ``nvcc-compile-error``: the compiler rejected it.
 * ``skip``: the compile or the inspection cannot be done here (no nvcc, no cuobjdump, a toolchain
-  that cannot target the arch), with the reason. Never a pass.
+  that cannot target the arch, a kernel this SGLang does not have or a module not installed:
+  :mod:`ddtree_compat.backends.sglang_locate`), with the reason. Never a pass. Anything else the
+  preparation raises (a wrong name of ours, an adapter error) propagates: the cell is an ``error`` of the
+  suite, never a skip.
 
 Compiles run in one worker process per pytest process (``concurrent.futures.ProcessPoolExecutor``,
 spawned): its initializer unsets ``TRITON_INTERPRET`` before any kernel is imported, because the
@@ -110,13 +113,19 @@ def shutdown_pools() -> None:
         _discard_pool(cache_dir)
 
 
+def in_worker(cache_dir: str | os.PathLike, func, *args, timeout: float = COMPILE_TIMEOUT_S):
+    """``func(*args)`` (picklable) in this process's compile worker, where ``TRITON_INTERPRET`` is unset
+    (:func:`init_worker`): its return value, or the exception it raised, raised here."""
+    return _pool(str(cache_dir)).submit(func, *args).result(timeout=timeout)
+
+
 def build(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
           timeout: float = COMPILE_TIMEOUT_S) -> Build | Unavailable | BuildError:
     """Run the cell's compile job in the worker process. A dead or stuck worker is a :class:`BuildError`."""
     cache_dir = str(cache_dir)
     func, args = cell.entry.job(cell.spec, cell.arch, cache_dir)
     try:
-        return _pool(cache_dir).submit(func, *args).result(timeout=timeout)
+        return in_worker(cache_dir, func, *args, timeout=timeout)
     except FutureTimeout:
         _discard_pool(cache_dir)
         return BuildError("hang", f"compile did not finish in {timeout:.0f}s (timed out)")

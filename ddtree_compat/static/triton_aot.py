@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from ..arch import parse_arch
+from ..imports import missing as missing_module
 from .build import Build, BuildError, Unavailable
 
 # ptxas's words for "this ptxas cannot target that arch": a toolchain gap, not a kernel fault.
@@ -30,6 +31,10 @@ def load_object(ref: str):
 
         path, _, attr = ref.partition("::")
         return getattr(load_module(Path(path)), attr)
+    if ref.startswith("sglang"):  # SGLang's: where this release keeps it (its own imports, no sglang/__init__)
+        from ..backends.sglang_locate import Place, locate
+
+        return locate(tuple(Place(*alt.split(":", 1)) for alt in ref.split("|")))[0]
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 
@@ -39,17 +44,24 @@ def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexp
     """Compile one specialization of a Triton kernel for ``arch``; write the cubin under ``cache_dir``.
 
     Returns a :class:`Build` (dynamic shared memory = Triton's ``metadata.shared``, threads =
-    ``num_warps * 32``), :class:`Unavailable` (no Triton / SGLang, or ptxas cannot target the arch) or
-    :class:`BuildError` (the compiler rejected the kernel). Never raises for those.
+    ``num_warps * 32``), :class:`Unavailable` (Triton not installed; an SGLang kernel this SGLang does not
+    have, or whose module needs one not installed here; ptxas cannot target the arch) or :class:`BuildError`
+    (the compiler rejected the kernel). Never raises for those; anything else (a name of ours that does not
+    import, :class:`~ddtree_compat.backends.sglang_locate.AdapterError`) raises: an error of the suite.
     """
-    try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
+    from ..backends.sglang_locate import Absent, MissingDependency
 
+    reason = missing_module("triton")
+    if reason:
+        return Unavailable(reason)
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    try:
         fn = load_object(fn_ref)
-    except Exception as e:  # noqa: BLE001 - any import failure means this kernel cannot be compiled here
-        return Unavailable(f"cannot import {fn_ref}: {type(e).__name__}: {e}".replace("\n", " ")[:500])
+    except (Absent, MissingDependency) as e:
+        return Unavailable(f"cannot import {fn_ref}: {e}".replace("\n", " ")[:500])
     if not hasattr(fn, "arg_names") or not hasattr(fn, "cache_key"):
         return Unavailable(f"{fn_ref} is a {type(fn).__name__}, not a compilable @triton.jit function "
                            "(TRITON_INTERPRET=1 in the compile worker?)")

@@ -1,10 +1,13 @@
 """A stand-in for ``python -m sglang.launch_server`` that serves the tiny checkpoints on the CPU, so the
 e2e tier's orchestration (probe, launch, readiness, phases, judging, recording, teardown) runs in CI.
 
-It reads the target and the draft with :mod:`ddtree_compat.e2e.reference` (so the draft's agreement comes
-from its weights, not from its name; DFLASH / DDTREE: the DFlash draft's block on a chain context), simulates verify rounds with :mod:`ddtree_compat.e2e.expect`, and
-reports them the way SGLang does: ``output_ids`` and ``meta_info``, one ``Decode batch`` log line per
-round, ``/metrics`` counters and gauge, ``/server_info``. ``FAKE_SGLANG_MODES="draft=mode,..."`` makes the
+It reads the target and the draft with :mod:`ddtree_compat.e2e.reference` and decodes with them: the
+prefill's token and each verify round's target tokens from the target's forward, the drafts from the draft's
+weights (EAGLE / STANDALONE: its top-1 after each token; DFLASH / DDTREE: the DFlash draft's block on the
+request's real context), kept while they equal the target's token. Nothing comes from
+:mod:`ddtree_compat.e2e.expect`, the expectation the judge checks. It reports the rounds the way SGLang
+does: ``output_ids`` and ``meta_info``, one ``Decode batch`` log line per round, ``/metrics`` counters and
+gauge, ``/server_info``. ``FAKE_SGLANG_MODES="draft=mode,..."`` makes the
 server of a draft checkpoint (folder name, e.g. ``eagle-always``) misbehave: ``zero-accept`` (no draft
 ever accepted: the field symptom), ``fault`` (as zero-accept, after logging a CUDA illegal instruction),
 ``crash`` (exits before it is ready). Run with ``--ddtree-probe`` it prints the capabilities line the
@@ -56,34 +59,31 @@ def main() -> None:
         print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
         sys.exit(1)
 
-    from ddtree_compat.e2e.expect import RequestPlan, expect_request
     from ddtree_compat.e2e.reference import CausalLM, EagleDraft
 
     import torch
 
     target = CausalLM(args.model_path, torch.float32)
     vocab = target.embed.shape[0]
-    accepts, dpr = None, 0
-    if args.speculative_algorithm in ("EAGLE", "STANDALONE"):
+    propose, dpr = None, 0  # propose(context) -> the round's drafted chain (the root is context[-1])
+    if args.speculative_algorithm in ("EAGLE", "STANDALONE"):  # the draft's top-1 after each token, from its weights
         tokens = list(range(vocab))
         if args.speculative_algorithm == "EAGLE":
             hidden = torch.zeros(vocab, target.embed.shape[1])  # EAGLE's fc ignores the target features
             logits = EagleDraft(args.speculative_draft_model_path, target).logits(tokens, hidden)
         else:
             logits = CausalLM(args.speculative_draft_model_path, torch.float32).logits(tokens)
-        agree = [int(a) == (t + 1) % vocab for t, a in enumerate(logits.argmax(-1))]
+        after = logits.argmax(-1).tolist()
         depth = min(args.speculative_num_steps, args.speculative_num_draft_tokens - 1)
         dpr = args.speculative_num_draft_tokens - 1
 
-        def accepts(root: int) -> int:
-            if mode in ("zero-accept", "fault"):
-                return 0
-            k = 0
-            while k < depth and agree[(root + k) % vocab]:
-                k += 1
-            return k
+        def propose(context: list[int]) -> list[int]:
+            chain = [context[-1]]
+            for _ in range(depth):
+                chain.append(after[chain[-1]])
+            return chain[1:]
 
-    if args.speculative_algorithm in ("DFLASH", "DDTREE"):  # the positional DFlash draft on a chain context
+    if args.speculative_algorithm in ("DFLASH", "DDTREE"):  # the DFlash draft's block on the real context
         from ddtree_compat.e2e.reference import DFlashDraft
 
         dflash = DFlashDraft(args.speculative_draft_model_path, target)
@@ -91,14 +91,29 @@ def main() -> None:
         depth = block - 1 if args.speculative_algorithm == "DFLASH" else min(args.speculative_ddtree_budget, block - 1)
         dpr = block - 1
 
-        def accepts(root: int) -> int:
-            if mode in ("zero-accept", "fault"):
-                return 0
-            drafts = dflash.block_logits([(root - 72 + i) % vocab for i in range(72)], root, block)[1:].argmax(-1)
-            k = 0
-            while k < depth and int(drafts[k]) == (root + k + 1) % vocab:
-                k += 1
-            return k
+        def propose(context: list[int]) -> list[int]:
+            return dflash.block_logits(context[:-1], context[-1], block)[1:1 + depth].argmax(-1).tolist()
+
+    def greedy_after(context: list[int], drafts: list[int]) -> list[int]:
+        """The target's greedy token after ``context + drafts[:j]`` for each ``j``: one forward, as a verify."""
+        return target.logits(context + drafts)[len(context) - 1:].argmax(-1).tolist()
+
+    def generate(prompt: list[int], n: int) -> tuple[list[int], list[int]]:
+        """``(output_ids, accept length per verify round)``: the prefill's token, then verify rounds (drafts
+        kept while they equal the target's token, plus the target's own), or plain greedy decoding."""
+        out, rounds = [greedy_after(prompt, [])[0]], []
+        while len(out) < n:
+            if propose is None:
+                out.append(greedy_after(prompt + out, [])[0])
+                continue
+            drafts = propose(prompt + out)
+            want = greedy_after(prompt + out, drafts)
+            kept = 0
+            while mode not in ("zero-accept", "fault") and kept < len(drafts) and drafts[kept] == want[kept]:
+                kept += 1
+            out += drafts[:kept] + [want[kept]]
+            rounds.append(kept + 1)
+        return out[:n], rounds
 
     lock = threading.Lock()
     stats = {"gen": 0, "verify": 0, "accept_tokens": 0, "forward": 0, "gauge": 0.0}
@@ -133,31 +148,33 @@ def main() -> None:
 
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            plan = RequestPlan(tuple(body["input_ids"]), body["sampling_params"]["max_new_tokens"])
-            e = expect_request(plan, vocab, accepts, dpr)
+            prompt = list(body["input_ids"])
+            output_ids, rounds = generate(prompt, body["sampling_params"]["max_new_tokens"])
             if mode == "fault":
                 log("Traceback (most recent call last):")
                 print("RuntimeError: CUDA error: an illegal instruction was encountered", flush=True)
-            meta = {"completion_tokens": len(e.output_ids), "prompt_tokens": len(plan.prompt)}
-            for a in e.round_accepts:
+            meta = {"completion_tokens": len(output_ids), "prompt_tokens": len(prompt)}
+            for a in rounds:
                 time.sleep(0.002)
                 with lock:
                     stats["accept_tokens"] += a
                     stats["forward"] += 1
                     stats["gauge"] = float(a)
-                log(f"Decode batch, #running-req: 1, #token: {len(plan.prompt)}, token usage: 0.00, accept len: {a:.2f}, "
+                log(f"Decode batch, #running-req: 1, #token: {len(prompt)}, token usage: 0.00, accept len: {a:.2f}, "
                     f"accept rate: {(a - 1) / dpr:.2f}, cuda graph: {graph}, gen throughput (token/s): 1000.00, "
                     f"#queue-req: 0")
-            if not e.round_accepts:
+            if not rounds:
                 log(f"Decode batch, #running-req: 1, #token: 4, token usage: 0.00, cuda graph: {graph}, "
                     f"gen throughput (token/s): 1000.00, #queue-req: 0")
-            if accepts is not None:
-                meta.update(spec_verify_ct=e.verify_ct, spec_num_correct_drafts=e.correct_drafts,
-                            spec_accept_length=float(e.accept_length), spec_accept_rate=float(e.accept_rate))
+            if propose is not None:
+                correct = sum(a - 1 for a in rounds)
+                meta.update(spec_verify_ct=len(rounds), spec_num_correct_drafts=correct,
+                            spec_accept_length=len(output_ids) / len(rounds),
+                            spec_accept_rate=correct / (len(rounds) * dpr))
             with lock:
-                stats["gen"] += len(e.output_ids)
-                stats["verify"] += e.verify_ct
-            self._send(200, json.dumps({"output_ids": e.output_ids, "meta_info": meta}).encode())
+                stats["gen"] += len(output_ids)
+                stats["verify"] += len(rounds)
+            self._send(200, json.dumps({"output_ids": output_ids, "meta_info": meta}).encode())
 
         def log_message(self, fmt, *a):
             pass

@@ -1,9 +1,9 @@
 """The tiny checkpoints compute what the e2e expectations assume (pure-PyTorch forward, CPU, bfloat16).
 
 Every test reads the checkpoints back from the safetensors :mod:`ddtree_compat.e2e.checkpoints` wrote,
-so the names, shapes and dtypes the server loads are the ones proven here. With ``transformers``
-installed (the GPU host has it; CI does not) the target and the STANDALONE draft are also loaded and run
-by ``transformers`` itself.
+so the names, shapes and dtypes the server loads are the ones proven here. ``transformers`` (installed by
+``scripts/setup.sh`` from ``requirements/crosscheck.txt``, CI included) also loads and runs the target and the
+STANDALONE draft itself: an independent loader.
 """
 
 import json
@@ -14,6 +14,7 @@ import torch
 from ddtree_compat.e2e import checkpoints as ck
 from ddtree_compat.e2e.drafts import write_draft
 from ddtree_compat.e2e.reference import CausalLM, DFlashDraft, EagleDraft
+from ddtree_compat.imports import missing
 
 SHAPE = ck.TinyShape()
 V = SHAPE.vocab
@@ -203,7 +204,7 @@ def test_checkpoint_files_and_names(root):
 
 def test_transformers_runs_the_same_functions(root):
     """Independent loader: HF transformers reads the same files and computes the same greedy functions."""
-    transformers = pytest.importorskip("transformers", reason="transformers not installed (CI); the GPU host has it")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed (requirements/crosscheck.txt)")
     t = ck.write_target(root, SHAPE)
     model = transformers.AutoModelForCausalLM.from_pretrained(str(t), dtype=torch.bfloat16)
     out = model.generate(torch.tensor([[3, 400, 7]]), max_new_tokens=10, do_sample=False)
@@ -217,11 +218,13 @@ def test_transformers_runs_the_same_functions(root):
 
 
 def test_sglang_accepts_the_dflash_config(root):
-    """SGLang's own DFlash config parser takes the generated config (skips where sglang's module won't import)."""
-    try:
-        from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
-    except Exception as e:  # noqa: BLE001 - e.g. torchvision missing on the CPU box
-        pytest.skip(f"sglang.srt.speculative.dflash_utils does not import here: {type(e).__name__}: {e}")
+    """SGLang's own DFlash config parser takes the generated config (skips, naming it, where SGLang or a
+    module it imports is not installed)."""
+    reason = missing("sglang.srt.speculative.dflash_utils")  # raises if SGLang lacks the module itself
+    if reason:  # e.g. torchvision: PyPI has no CPU build of it, so CPU runs skip here; GPU hosts run it
+        pytest.skip(f"SGLang's DFlash config parser cannot import here: {reason}")
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+
     cfg = json.loads((write_draft(root, ck.DraftSpec(ck.DFLASH, ck.NEVER, 16), SHAPE) / "config.json").read_text())
     parsed = parse_dflash_draft_config(draft_hf_config=cfg)
     assert parsed.block_size == 16 and parsed.mask_token_id == V - 1

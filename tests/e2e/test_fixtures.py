@@ -94,15 +94,38 @@ def test_capture_parses_completely(folder):
             assert {"spec_verify_ct", "spec_num_correct_drafts", "spec_accept_length"} <= set(r["meta_info"])
 
 
-@pytest.mark.skipif(not SERVER_LOGS, reason=NONE_YET)
-@pytest.mark.parametrize("log", SERVER_LOGS, ids=[str(p.relative_to(FIXTURES / "captures")) for p in SERVER_LOGS])
-def test_server_log_of_a_passing_server_has_no_fault_line(log):
-    """A server whose every phase passed logged no fault line: the fault scan has no false positive."""
-    verdicts = [json.loads(c.read_text())["verdict"]["outcome"] for c in log.parent.rglob("capture.json")]
-    if not verdicts or any(v != "pass" for v in verdicts):
-        pytest.skip(f"{log.parent.name}: " + ("no phase captured (the server died at start)" if not verdicts
-                                              else f"not every phase passed ({verdicts})"))
+def _verdicts(log: Path) -> list[str]:
+    return [json.loads(c.read_text())["verdict"]["outcome"] for c in log.parent.rglob("capture.json")]
+
+
+READY = "The server is fired up and ready to roll!"  # SGLang's launch_server, once it serves
+SERVED = [p for p in SERVER_LOGS if READY in p.read_text(errors="replace") and "fault" not in _verdicts(p)]
+DIED_AT_START = [p for p in SERVER_LOGS if READY not in p.read_text(errors="replace")]
+
+
+def _log_id(p: Path) -> str:
+    return str(p.parent.relative_to(FIXTURES / "captures"))
+
+
+@pytest.mark.skipif(not SERVED, reason=NONE_YET)
+@pytest.mark.parametrize("log", SERVED, ids=[_log_id(p) for p in SERVED])
+def test_server_log_of_a_server_without_a_fault_has_no_fault_line(log):
+    """A server that served and whose phases were judged live without a fault (pass, or wrong: lossy tokens,
+    accept figures) logged no fault line, start to end: the fault scan has no false positive."""
     assert logparse.fault_lines(log.read_text(errors="replace")) == []
+
+
+@pytest.mark.skipif(not DIED_AT_START, reason=NONE_YET)
+@pytest.mark.parametrize("log", DIED_AT_START, ids=[_log_id(p) for p in DIED_AT_START])
+def test_server_that_died_at_start_logs_a_fault_line_naming_why(log):
+    """A server that never became ready (no phase captured) logged a fault line, and the excerpt from it
+    ends on the exception that killed it: what the e2e tier reports as that server's cells' fault."""
+    text = log.read_text(errors="replace")
+    hits = logparse.fault_lines(text)
+    assert hits, log
+    last = logparse.excerpt(text, hits[0].line_no, before=30, after=10).splitlines()[-1]
+    assert last.split(":")[0].endswith(("Error", "Exception")), last
+    assert not _verdicts(log)
 
 
 GRAPH_STARTUP_FAILURE = FIXTURES / "captures/h200-run1-no-flash-mla/servers/eagle-k1-s12-d13-always-graph/server.log"

@@ -212,6 +212,7 @@ def test_probe_of_the_installed_sglang():
     pytest.importorskip("sglang")
     caps = srv.probe()
     assert caps.flags, caps.error
+    assert caps.failure is None, caps.failure  # a missing module is an error reason (a skip); nothing else broke
     ok = dataclasses.replace(caps, error=None, modules={**caps.modules, "flashinfer": True, "flash_mla": True})
     for c in plan("full"):
         reason = srv.unavailable_reason(c, ok)

@@ -22,3 +22,25 @@ def verify_suite(pytester):
     """A pytester dir with a one-test kernel suite and one case file; returns the case path."""
     pytester.makepyfile(test_kernel=VERIFY_TEST)
     return make_case(8, "spine", "deep", 3).save(pytester.path / "cases")
+
+
+@pytest.fixture
+def sglang_missing():
+    """``(places) -> reason | None`` for the tests that run SGLang's kernels: a reason only when SGLang is not
+    installed, or a module the kernel's module imports is not (``MissingDependency``, naming it). A kernel the
+    installed SGLang does not have at any of ``places`` raises ``Absent``: CI pins a release that has every
+    one, so a place of ours is wrong (a test failure, never a skip); anything else raises too."""
+    import importlib.util
+
+    from ddtree_compat.backends.sglang_locate import MissingDependency, locate
+
+    def reason(places) -> str | None:
+        if importlib.util.find_spec("sglang") is None:
+            return "sglang is not installed"
+        try:
+            locate(places)
+        except MissingDependency as e:
+            return str(e)
+        return None
+
+    return reason

@@ -20,7 +20,10 @@ def cli(*args, cwd):
 
 
 def test_every_status_has_a_meaning_and_pytest_s_map_onto_them():
-    assert [int(e) for e, _ in TABLE] == [int(e) for e in Exit] == [0, 1, 2, 3, 5, 130]
+    assert [int(e) for e, _ in TABLE] == [int(e) for e in Exit] == [0, 1, 2, 3, 4, 5, 130]
+    from ddtree_compat.gate import EXIT_NOT_COMPARED, EXIT_REGRESSED
+
+    assert (EXIT_REGRESSED, EXIT_NOT_COMPARED) == (Exit.FAILED, Exit.NOT_COMPARED)  # the gate's, in the table
     assert [from_pytest(s) for s in range(6)] == [Exit.OK, Exit.FAILED, Exit.INTERRUPTED, Exit.INTERNAL, Exit.USAGE,
                                                   Exit.NOTHING_RAN]
     assert from_pytest(-9) == Exit.INTERNAL  # a killed pytest

@@ -55,10 +55,17 @@ def cells(path):
                 if o["kind"] == "result"})
 
 
+def ran(path) -> int:
+    return sum(1 for o in map(json.loads, gzip.decompress(Path(path).read_bytes()).decode().splitlines())
+               if o["kind"] == "result" and o["outcome"] in ("pass", "wrong", "zero-accept", "fault"))
+
+
 def test_same_file_passes_the_gate():
     r = diff(H200, H200)
     assert r.returncode == 0, r.stderr
-    assert f"**PASS**: no cell regressed; 0 fixed, 0 changed otherwise, 0 new, {cells(H200)} unchanged." in r.stdout
+    assert (f"**PASS**: no cell regressed; {ran(H200)} cell(s) compared; 0 fixed, 0 newly covered, 0 changed "
+            f"otherwise, 0 new, {cells(H200)} unchanged.") in r.stdout
+    assert "| sglang-triton · verify_tree_greedy · sm90 | 1145 | 1145 | 1145 | 1145 | 1145 |" in r.stdout  # grid + property
 
 
 def test_planted_regression_fails_the_gate_and_names_each_cell(regressed, tmp_path):
@@ -128,10 +135,49 @@ def test_gate_on_two_real_interpret_sweeps(tmp_path):
     assert bad.returncode == 1  # the sweep itself fails; the gate says which cells regressed
     r = diff(pinned, candidate, env=env)
     assert r.returncode == 1, r.stderr
-    assert "**FAIL**: 2 cell(s) regressed; 0 fixed, 0 changed otherwise, 0 new, 2 unchanged." in r.stdout
+    assert ("**FAIL**: 2 cell(s) regressed; 4 cell(s) compared; 0 fixed, 0 newly covered, 0 changed otherwise, "
+            "0 new, 2 unchanged.") in r.stdout
     assert "| sglang-triton · interpret | pass | zero-accept | 2 |" in r.stdout
     assert "- `b8-spine-deep-bs3-cap16` (sglang-triton · interpret, verify_tree_greedy): pass -> zero-accept" in r.stdout
     assert diff(pinned, pinned, env=env).returncode == 0
+
+
+def _results(path, rows):
+    env = {"kind": "env", "env_id": "e", "tier": "interpret", "gpus": []}
+    path.write_text("".join(json.dumps(x) + "\n" for x in [env, *(
+        {"kind": "result", "kernel": k, "tier": "interpret", "backend": b, "arch": "interpret", "case_id": c,
+         "outcome": o, "message": m, "env_id": "e"} for k, b, c, o, m in rows)]))
+    return path
+
+
+def test_a_gate_with_nothing_compared_fails_as_not_compared(tmp_path):
+    """Two runs where every SGLang cell skipped: the oracle cells alone must not make a PASS."""
+    skipped = [("verify_tree_greedy", "sglang-triton", f"c{i}", "skip", "cannot import sglang: torchvision")
+               for i in range(3)]
+    ok = [("verify_tree_greedy", "oracle", f"c{i}", "pass", "") for i in range(3)]
+    a, b = _results(tmp_path / "a.jsonl", ok + skipped), _results(tmp_path / "b.jsonl", ok + skipped)
+    r = diff(a, b)
+    assert r.returncode == 3, r.stdout
+    assert "**NOT COMPARED**" in r.stdout and "sglang-triton: the baseline has no cell of it that ran" in r.stdout
+    assert "cannot import sglang: torchvision" in r.stdout and "not compared: sglang-triton" in r.stderr
+    assert diff(a, b, "--backend", "oracle").returncode == 0  # what can be compared, compared
+    none = _results(tmp_path / "none.jsonl", skipped)
+    r = diff(none, none)
+    assert r.returncode == 3 and "no cell ran on both sides" in r.stdout
+
+
+def test_one_sided_kernel_is_not_compared_and_skip_to_pass_is_newly_covered(tmp_path):
+    """The 0.5.22 -> 0.5.23 shape: a kernel the baseline lacks (skip: absent) passes in the candidate; the
+    verify kernel ran on both."""
+    both = [("verify_tree_greedy", "sglang-triton", f"c{i}", "pass", "") for i in range(2)]
+    lacks = [("front_out_cache_loc", "sglang-triton", f"c{i}", "skip", "absent in sglang 0.5.22: looked for x.y")
+             for i in range(2)]
+    has = [("front_out_cache_loc", "sglang-triton", f"c{i}", "pass", "") for i in range(2)]
+    r = diff(_results(tmp_path / "old.jsonl", both + lacks), _results(tmp_path / "new.jsonl", both + has))
+    assert r.returncode == 3, r.stdout
+    assert "2 newly covered" in r.stdout and "0 fixed" in r.stdout
+    assert ("sglang-triton · front_out_cache_loc · interpret: 2 cell(s) ran in the candidate; the baseline ran none of "
+            "them (skip: absent in sglang 0.5.22: looked for x.y)") in r.stdout
 
 
 def test_runs_of_different_archs_warn_that_nothing_lines_up(tmp_path):

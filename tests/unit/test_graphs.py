@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from ddtree_compat import mutants
-from ddtree_compat.backends import unavailable
+from ddtree_compat.backends import implementation, unavailable
 from ddtree_compat.backends.registry import resolve
 from ddtree_compat.backends.oracle import OracleBackend
 from ddtree_compat.cases import make_case
@@ -33,12 +33,14 @@ def test_oracle_sequence_passes(case):
 
 
 @pytest.mark.parametrize("case", CASES[:3], ids=lambda c: c.id)
-def test_sglang_triton_sequence_interpreted(case):
+def test_sglang_triton_sequence_interpreted(case, sglang_missing):
     (backend,) = resolve(["sglang-triton"])
-    reason = next(filter(None, (unavailable(backend, k, CPU) for k in GRAPH_COMMIT_KERNELS)), None)
+    reason = next(filter(None, (sglang_missing(implementation(backend, k).places) or unavailable(backend, k, CPU)
+                                for k in GRAPH_COMMIT_KERNELS)), None)
     if reason:
         pytest.skip(reason)
-    if unavailable(backend, "front_out_cache_loc", CPU):
+    front = "front_out_cache_loc"
+    if sglang_missing(implementation(backend, front).places):
         backend.front_out_cache_loc = None  # this instance runs the sequence without the front kernel
     verdict = run_commit_graph(case, backend, "cpu", graph=False)
     assert verdict.outcome == "pass", verdict.message

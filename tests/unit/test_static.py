@@ -178,25 +178,21 @@ def test_commit_and_attention_specializations():
     assert func.__name__ == "compile_attention" and args == (128, "bf16", (("BLOCK_M", 16), ("num_warps", 2)), "sm120", "/c")
 
 
-def test_attention_launch_is_recorded_from_sglang_per_arch():
+def test_attention_launch_is_recorded_from_sglang_per_arch(ddtree_static_cache, sglang_missing):
     """The compiled launch is the one ``extend_attention_fwd`` makes: sm120's own tiles, verify flags,
-    Triton's JIT typing (strides carry the divisibility hint, ``None`` pointers are constexprs)."""
+    Triton's JIT typing (strides carry the divisibility hint, ``None`` pointers are constexprs). Typed in
+    the compile worker, where ``TRITON_INTERPRET`` is unset, so CPU runs (interpreter on) check it too."""
+    from ddtree_compat.backends import sglang_tiles
     from ddtree_compat.static import attention_aot
+    from ddtree_compat.static.runner import in_worker
 
-    try:
-        from ddtree_compat.backends import sglang_tiles
-
-        args, kwargs = attention_aot.sglang_launch("sm120", 128, "bf16")
-        fn = attention_aot.load_object(attention_aot.FN)
-    except ImportError as e:
-        pytest.skip(f"SGLang's extend attention is not importable here: {e}")
+    reason = sglang_missing(sglang_tiles.PLACES)  # SGLang or a module it imports not installed; else fail here
+    if reason:
+        pytest.skip(f"SGLang's extend attention is not importable here: {reason}")
+    sig, consts, kwargs = in_worker(ddtree_static_cache, attention_aot.typed_launch, "sm120", 128, "bf16")
     tiles = sglang_tiles.tile_choice("sm120", 128)
     assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["num_warps"]) == (tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["num_warps"])
     assert kwargs["num_stages"] == 1 and kwargs["USE_CUSTOM_MASK"] is True and kwargs["IS_CAUSAL"] is True
-    if not hasattr(fn, "params"):
-        pytest.skip("TRITON_INTERPRET=1 in this process: _fwd_kernel is an interpreter function, not typed here "
-                    "(the static cells type and compile it in their worker)")
-    sig, consts = attention_aot.signature_of(fn, args, {k: v for k, v in kwargs.items() if not k.startswith("num_")})
     sig, consts = dict(sig), dict(consts)
     assert sig["Q_Extend"] == "*bf16" and sig["mask_ptr"] == "*u1" and sig["stride_qbs"] == "i32:16"
     assert sig["sm_scale"] == "fp32" and sig["kv_group_num"] == "i32"
@@ -227,8 +223,10 @@ def test_toolchain_gaps_are_reasons(tmp_path):
     from ddtree_compat.static import nvcc, triton_aot
 
     assert "nvcc not found" in nvcc._toolchain_reason(str(tmp_path / "nvcc"), "sm120")
-    got = triton_aot.compile_kernel("no.such.module:kernel", (), (), None, None, "sm120", str(tmp_path))
-    assert got.reason.startswith("cannot import no.such.module:kernel")
+    got = triton_aot.compile_kernel("sglang.no_such_module:kernel", (), (), None, None, "sm120", str(tmp_path))
+    assert got.reason.startswith("cannot import sglang.no_such_module:kernel") and "absent in sglang" in got.reason
+    with pytest.raises(ModuleNotFoundError):  # a name of ours that does not import: an error, not a skip
+        triton_aot.compile_kernel("no.such.module:kernel", (), (), None, None, "sm120", str(tmp_path))
 
 
 # ------------------------------------------------------------------------------------------ plugin

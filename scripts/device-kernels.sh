@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The kernel tiers on a lent GPU host without network (the H200 runs of docs/device-runs.md), from the repo
+# root, after the SGLang 0.5.23 site bundle (../shared/device-sglang/build-carry.sh, 45 MB parts) is staged in
+# /tmp/sgl_parts and the DDTree tarballs / stripped sglang wheels are carried:
+#   bash scripts/device-kernels.sh OUT STEP...      STEP: ddtree | default | versions VERSION...
+# Writes results JSONL and reports into OUT. Each step runs the README's main job (python -m ddtree_compat
+# sweep) on the device tier; its exit status is kept in OUT/steps.txt.
+set -uo pipefail
+OUT=${1:?usage: bash scripts/device-kernels.sh OUT STEP...}; shift
+mkdir -p "$OUT"
+if [ ! -f /tmp/sgl_site/.ok ]; then
+  mkdir -p /tmp/sgl_site && cat /tmp/sgl_parts/part_* | xz -d -T8 | tar -C /tmp/sgl_site -xf - && touch /tmp/sgl_site/.ok
+fi
+SITE=/tmp/sgl_site:/tmp/sgl_site/nvidia_cutlass_dsl/dsl_packages
+export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1
+sweep() {  # NAME PYTHONPATH ARGS...
+  local name=$1 path=$2; shift 2
+  local start=$SECONDS
+  PYTHONPATH=$path timeout -s INT "${STEP_S:-280}" python3 -m ddtree_compat sweep --tier device --timeout 60 \
+    --out-dir "$OUT" --name "$name" "$@" \
+    > "$OUT/$name.log" 2>&1
+  echo "$name exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
+}
+while [ $# -gt 0 ]; do
+  case "$1" in
+    ddtree)  # every DDTree kernel of every implementation over the default grid, and the round in one CUDA graph
+      mkdir -p /tmp/impls
+      IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
+      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE" --tests ddtree_compat/kernel_tests/test_ddtree.py -- --ddtree-static=off ;;
+    default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
+      sweep default "$SITE" -- --ddtree-static=off --ignore=ddtree_compat/kernel_tests/test_verify_attention.py \
+        --ignore=ddtree_compat/kernel_tests/test_ddtree.py ;;
+    versions)  # the verify and commit kernels of each release at the field's budgets
+      shift
+      for v in "$@"; do
+        mkdir -p "/tmp/sgl-$v"
+        whl=$(ls .carry/wheels-*/s-sglang-"$v"-*.whl /tmp/wheels/s-sglang-"$v"-*.whl 2>/dev/null | head -1)
+        [ -n "$whl" ] && [ ! -d "/tmp/sgl-$v/sglang" ] && python3 -m zipfile -e "$whl" "/tmp/sgl-$v"
+        sweep "sglang-$v" "/tmp/sgl-$v:$SITE" --tests ddtree_compat/kernel_tests/test_verify.py -- --ddtree-static=off \
+          ddtree_compat/kernel_tests/test_commit.py -k "b8- or b12- or b15- or b16- or b32- or b64-"
+      done
+      break ;;
+  esac
+  shift
+done
+ls -la "$OUT" >> "$OUT/steps.txt"

@@ -1,0 +1,82 @@
+"""The mutation check of the suite itself: each bug of ``planted/planted_bugs.py`` (our oracle, commit plan,
+attention reference, e2e expectation and judge, SGLang adapters, tile emulation, static signatures) is planted
+alone, in a fresh pytest process and every process it starts, and each test aimed at it must fail. A test
+that passes, skips or is not collected under its bug fails the check, and so does a bug that could not be
+planted (what it breaks was renamed): so a check that cannot fail shows here, in CI.
+
+Replay one: ``PLANTED_BUG=<name> PYTHONPATH=tests/unit/planted:. TRITON_INTERPRET=1 python -m pytest
+<its tests>``.
+"""
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.unit.planted.planted_bugs import BUGS, ENV, LOG_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANTED = Path(__file__).with_name("planted")
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    """Node id (``tests/unit/test_x.py::test_y[param]``) -> ``passed``, ``failed``, ``error`` or ``skipped``."""
+    out = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        module, name = case.get("classname", ""), case.get("name", "")
+        path = module.replace(".", "/") + ".py"
+        kinds = {child.tag for child in case}
+        outcome = ("error" if "error" in kinds else "failed" if "failure" in kinds else
+                   "skipped" if "skipped" in kinds else "passed")
+        out[f"{path}::{name}"] = outcome
+    return out
+
+
+def _under(nodeid: str, named: str) -> bool:
+    return nodeid == named or nodeid.startswith(named + "[")
+
+
+def run_with(bug: str, tests: tuple[str, ...], tmp_path: Path) -> tuple[dict[str, str], str, str]:
+    """Run ``tests`` in a fresh pytest process with ``bug`` planted: ``(outcomes, planting log, output)``.
+    The interpret tier is on (``TRITON_INTERPRET=1``, as CPU CI runs), the outer run's ``DDTREE_*`` off."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DDTREE_")}
+    log, junit = tmp_path / "planted.log", tmp_path / "junit.xml"
+    env.update({ENV: bug, LOG_ENV: str(log), "TRITON_INTERPRET": "1",
+                "PYTHONPATH": os.pathsep.join([str(PLANTED), str(ROOT), env.get("PYTHONPATH", "")])})
+    env.setdefault("OMP_NUM_THREADS", "1")  # one core each: these runs go side by side under xdist
+    proc = subprocess.run([sys.executable, "-m", "pytest", *tests, "-p", "no:cacheprovider", "-q", "-p", "no:xdist",
+                           "--junitxml", str(junit), "--ddtree-results", "", "--ddtree-cases-dir", str(tmp_path / "cases"),
+                           "--ddtree-e2e-dir", str(tmp_path / "e2e")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    output = (proc.stdout + proc.stderr)[-3000:]
+    outcomes = _outcomes(junit) if junit.exists() else {}
+    return outcomes, log.read_text() if log.exists() else "", output
+
+
+@pytest.mark.parametrize("name", BUGS)
+def test_planted_bug_fails_the_tests_aimed_at_it(name, tmp_path):
+    bug = BUGS[name]
+    outcomes, log, output = run_with(name, bug.tests, tmp_path)
+    assert f"applied {name}" in log and "broken" not in log, f"{name} was not planted ({bug.module}): {log}\n{output}"
+    for named in bug.tests:
+        mine = {n: o for n, o in outcomes.items() if _under(n, named)}
+        assert mine, f"{named} was not collected under {name}:\n{output}"
+        assert any(o in ("failed", "error") for o in mine.values()), (
+            f"planted bug {name!r} ({bug.what}) did not make {named} fail: {mine}\n{output}")
+
+
+def test_without_a_bug_nothing_is_planted(tmp_path):
+    """The hook is inert unless asked: the same run without ``PLANTED_BUG`` passes and logs nothing."""
+    named = "tests/unit/test_harness.py::test_oracle_backend_passes"
+    outcomes, log, output = run_with("", (named,), tmp_path)
+    assert log == "" and outcomes and set(outcomes.values()) == {"passed"}, output
+
+
+def test_every_bug_is_aimed_at_existing_tests():
+    for bug in BUGS.values():
+        for named in bug.tests:
+            path, _, function = named.partition("::")
+            assert f"def {function.split('[')[0]}(" in (ROOT / path).read_text(), (bug.name, named)
