@@ -29,6 +29,9 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   pip_install "torch==2.13.0"
 fi
 pip_install -e ".[kernels,static]"
+# The editable build leaves ddtree_compat.egg-info in the checkout: on sys.path from the checkout's root (python -m
+# pytest), it is a second distribution of this package, and pytest would then assertion-rewrite every module of it.
+rm -rf ddtree_compat.egg-info
 if ! "$PY" -c "import transformers" 2>/dev/null; then
   pip_install -r requirements/crosscheck.txt
 fi
