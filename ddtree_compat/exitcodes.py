@@ -32,8 +32,8 @@ TABLE: tuple[tuple[Exit, str], ...] = (
     (Exit.USAGE, "bad input, said in one line on stderr (an unknown option value, backend, kernel, marker or case "
                  "id; a file that is not a case or results file): nothing was run, written or removed"),
     (Exit.NOT_COMPARED, "`diff` only: no regression, but not everything was compared (a backend · kernel · arch "
-                        "ran on one side only, or no cell ran on both): the lines say which and why "
-                        "(`ddtree_compat.gate`)"),
+                        "ran on one side only, or no cell of a backend under test ran on both): the lines say "
+                        "which and why (`ddtree_compat.gate`)"),
     (Exit.INTERNAL, "the suite itself broke (pytest's internal error, exit 3 there): a bug, report it with the "
                     "output"),
     (Exit.NOTHING_RAN, "nothing ran: no cell selected (`sweep -- -k nomatch`), or `replay`'s backend cannot run "

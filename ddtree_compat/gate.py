@@ -15,10 +15,11 @@ when it ran on both. Between baseline and candidate a cell is
 The gate refuses to pass on nothing. Per ``backend · kernel · arch`` it counts the cells compared; a
 group that ran on one side and not on the other is **not compared** (the message says which side lacked
 it and its skip reasons), and so is a whole comparison with no compared cell: the verdict is then
-NOT COMPARED (exit 3) unless something regressed (exit 1); so is a backend with no cell that ran on
-one of the sides (two CPU runs include ``sglang-cuda``, which runs on the device tier only: compare them
-with ``--backend`` naming the backends to compare). A group that ran on neither side while its backend
-ran elsewhere is listed, not failed.
+NOT COMPARED (exit 3) unless something regressed (exit 1); so is a backend that ran on one side only,
+and one that ran on neither side when no backend under test (anything but :data:`REFERENCE_BACKENDS`) was
+compared: two runs where every SGLang cell skipped are not a PASS on the strength of the oracle's cells. A
+backend or group that ran on neither side while a backend under test was compared (two CPU runs include
+``sglang-cuda``, which runs on the device tier only) is listed, not counted.
 
 Typical use, before an SGLang upgrade (tox envs ``sglang-pinned`` and ``sglang-candidate``)::
 
@@ -38,6 +39,8 @@ GroupKey = tuple[str, str, str]  # backend, kernel, arch
 MISSING = "missing"
 RAN = ("pass", "wrong", "zero-accept", "fault")
 EXIT_REGRESSED, EXIT_NOT_COMPARED = 1, 3
+REFERENCE_BACKENDS = ("oracle",)
+"""The suite's own statement of each kernel, not a system under test: its cells alone never make a PASS."""
 
 
 @dataclass(frozen=True)
@@ -95,11 +98,14 @@ class GateResult:
         """One sentence per group that ran on one side only, per backend with no runnable cell on a side,
         and one when nothing at all was compared."""
         out = [g.why() for g in self.groups.values() if g.one_sided]
+        tested = any(g.compared for k, g in self.groups.items() if k[0] not in REFERENCE_BACKENDS)
         for backend in sorted({k[0] for k in self.groups}):
             mine = [g for k, g in self.groups.items() if k[0] == backend]
-            for side, ran, skips in (("baseline", "ran_baseline", "skips_baseline"),
-                                     ("candidate", "ran_candidate", "skips_candidate")):
-                if not any(getattr(g, ran) for g in mine):
+            ran = {"baseline": any(g.ran_baseline for g in mine), "candidate": any(g.ran_candidate for g in mine)}
+            if not any(ran.values()) and tested:
+                continue  # ran on neither side while a system under test was compared: listed, not counted
+            for side, skips in (("baseline", "skips_baseline"), ("candidate", "skips_candidate")):
+                if not ran[side]:
                     reason = next((r for g in mine for r in getattr(g, skips)), "no line at all")
                     out.append(f"{backend}: the {side} has no cell of it that ran ({reason[:200]})")
         if not self.compared:

@@ -18,11 +18,13 @@ import pytest
 
 from .. import kernels
 from ..backends import kernels_of
+from ..kernels.ddtree import RECORDS as _DDTREE_RECORDS
 from .cells import known_issue
 from .markers import EMULATED, arch_marks, target_marks
 from .session import suite
 
 TARGET, BACKEND, KERNEL = "ddtree_target", "ddtree_backend", "ddtree_kernel"
+DDTREE_KERNELS = frozenset(r.name for r in _DDTREE_RECORDS)
 NEEDS = "ddtree_needs"
 """``@pytest.mark.ddtree_needs(kernel, ...)``: a test that asks only for target x backend gets the backends
 implementing all of these kernels (default: ``verify_tree_greedy``)."""
@@ -68,7 +70,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         needs = tuple(marker.args) if marker and marker.args else (VERIFY,)
         combos = [b for b in sess.backends if all(k in kernels_of(b) for k in needs)]
         metafunc.parametrize((TARGET, BACKEND), [pytest.param(t, b, id=f"{t.id}-{b.name}", marks=target_marks(t))
-                                                 for t in sess.targets for b in combos])
+                                                 for t in sess.targets for b in combos]
+                             or [_no_backend(sess, (TARGET, BACKEND), needs)])
         return
     records = kernels.for_param(params[0])
     with_kernel = KERNEL in names
@@ -78,4 +81,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     argnames = (TARGET, BACKEND, *((KERNEL,) if with_kernel else ()), params[0])
     cells = [(b, r, c) for b in sess.backends for r in records if r.name in kernels_of(b)
              for c in r.backend_cases(b, sess.cases_of(r))]
-    metafunc.parametrize(argnames, [_param(sess, t, b, r, c, with_kernel) for t in sess.targets for b, r, c in cells])
+    metafunc.parametrize(argnames, [_param(sess, t, b, r, c, with_kernel) for t in sess.targets for b, r, c in cells]
+                         or [_no_backend(sess, argnames, tuple(r.name for r in records))])
+
+
+def _no_backend(sess, argnames, needs: tuple[str, ...]):
+    """The one parameter of a test no backend of this session can run: a skip that says why (pytest's own
+    empty parameter set only says it is empty). Its values are ``None``: no cell, nothing recorded."""
+    names = ", ".join(needs[:3]) + (f" +{len(needs) - 3} more" if len(needs) > 3 else "")
+    reason = f"no backend in this session has {names}"
+    if any(n in DDTREE_KERNELS for n in needs) and not any(getattr(b, "impl", None) is not None
+                                                            for b in sess.backends):
+        reason += (": these are a DDTree implementation's kernels, and none was found (--ddtree-impl PATH or "
+                   "DDTREE_IMPLS=PATH: a DDTree build of SGLang)")
+    return pytest.param(*(None,) * len(argnames), id="no-backend", marks=pytest.mark.skip(reason=reason))

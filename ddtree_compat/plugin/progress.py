@@ -73,7 +73,7 @@ def start_lines(sess) -> list[str]:
             lines.append("  " + backend_line(backend, target))
     if not any(getattr(b, "impl", None) is not None for b in sess.backends):
         lines.append("  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
-                     "SGLang; the installed sglang has no DDTree modules): the DDTree kernels run on the oracle only")
+                     "SGLang; the installed sglang has no DDTree modules): the DDTree kernels' tests skip")
     return lines
 
 

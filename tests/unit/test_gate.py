@@ -166,6 +166,21 @@ def test_a_gate_with_nothing_compared_fails_as_not_compared(tmp_path):
     assert r.returncode == 3 and "no cell ran on both sides" in r.stdout
 
 
+def test_a_backend_that_ran_on_neither_side_is_listed_beside_a_compared_one(tmp_path):
+    """Two CPU runs of one install: sglang-triton compared, sglang-cuda (device tier only) skipped on both
+    sides. The same file against itself passes and names what it could not vouch for; once sglang-cuda
+    runs on one side only, it is not compared."""
+    rows = [("verify_tree_greedy", "oracle", "c0", "pass", ""), ("verify_tree_greedy", "sglang-triton", "c0", "pass", ""),
+            ("verify_tree_greedy", "sglang-cuda", "c0", "skip", "runs on the device tier only")]
+    a = _results(tmp_path / "a.jsonl", rows)
+    r = diff(a, a)
+    assert r.returncode == 0, r.stdout
+    assert "Ran on neither side (not failed): sglang-cuda" in r.stdout
+    b = _results(tmp_path / "b.jsonl", rows[:2] + [("verify_tree_greedy", "sglang-cuda", "c0", "pass", "")])
+    r = diff(a, b)
+    assert r.returncode == 3 and "sglang-cuda" in r.stdout and "runs on the device tier only" in r.stdout, r.stdout
+
+
 def test_one_sided_kernel_is_not_compared_and_skip_to_pass_is_newly_covered(tmp_path):
     """The 0.5.22 -> 0.5.23 shape: a kernel the baseline lacks (skip: absent) passes in the candidate; the
     verify kernel ran on both."""

@@ -39,13 +39,15 @@ def _under(nodeid: str, named: str) -> bool:
     return nodeid == named or nodeid.startswith(named + "[")
 
 
-def run_with(bug: str, tests: tuple[str, ...], tmp_path: Path) -> tuple[dict[str, str], str, str]:
+def run_with(bug: str, tests: tuple[str, ...], tmp_path: Path,
+             site: Path | None = None) -> tuple[dict[str, str], str, str]:
     """Run ``tests`` in a fresh pytest process with ``bug`` planted: ``(outcomes, planting log, output)``.
-    The interpret tier is on (``TRITON_INTERPRET=1``, as CPU CI runs), the outer run's ``DDTREE_*`` off."""
+    The interpret tier is on (``TRITON_INTERPRET=1``, as CPU CI runs), the outer run's ``DDTREE_*`` off;
+    ``site``, if given, goes on the path after the checkout."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DDTREE_")}
     log, junit = tmp_path / "planted.log", tmp_path / "junit.xml"
-    env.update({ENV: bug, LOG_ENV: str(log), "TRITON_INTERPRET": "1",
-                "PYTHONPATH": os.pathsep.join([str(PLANTED), str(ROOT), env.get("PYTHONPATH", "")])})
+    path = [str(PLANTED), str(ROOT), *([str(site)] if site else []), env.get("PYTHONPATH", "")]
+    env.update({ENV: bug, LOG_ENV: str(log), "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(path)})
     env.setdefault("OMP_NUM_THREADS", "1")  # one core each: these runs go side by side under xdist
     proc = subprocess.run([sys.executable, "-m", "pytest", *tests, "-p", "no:cacheprovider", "-q", "-p", "no:xdist",
                            "--junitxml", str(junit), "--ddtree-results", "", "--ddtree-cases-dir", str(tmp_path / "cases"),
@@ -73,6 +75,24 @@ def test_without_a_bug_nothing_is_planted(tmp_path):
     named = "tests/unit/test_harness.py::test_oracle_backend_passes"
     outcomes, log, output = run_with("", (named,), tmp_path)
     assert log == "" and outcomes and set(outcomes.values()) == {"passed"}, output
+
+
+def test_a_bug_is_planted_under_assertion_rewriting(tmp_path):
+    """pytest rewrites, and so loads itself, every module that a distribution with a pytest plugin lists
+    among its files (a wheel install of this package; the egg-info ``pip wheel .`` leaves in the checkout).
+    pytest 9.2 does it for an editable install too. A stand-in distribution lists ``ddtree_compat``: the bug is
+    planted all the same."""
+    site = tmp_path / "site"
+    info = site / "stand_in_plugin-0.dist-info"
+    info.mkdir(parents=True)
+    (site / "stand_in_plugin.py").write_text('"""A pytest plugin that does nothing."""\n')
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: stand-in-plugin\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nstand_in = stand_in_plugin\n")
+    (info / "RECORD").write_text("stand_in_plugin.py,,\nddtree_compat/__init__.py,,\n")
+    name = "eagle-walk-bonus-plus-one"
+    outcomes, log, output = run_with(name, BUGS[name].tests, tmp_path, site=site)
+    assert f"applied {name}" in log, output
+    assert outcomes and set(outcomes.values()) == {"failed"}, output
 
 
 def test_every_bug_is_aimed_at_existing_tests():

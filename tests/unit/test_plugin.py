@@ -79,3 +79,19 @@ def test_p(ddtree_target, ddtree_backend, ddtree_check_verify, case):
     # Shrinking ends on the smallest tree: the bare root (budget 0), batch of one.
     result.stdout.fnmatch_lines(["*wrong*case b0-custom-custom-bs1-*hypothesis*",
                                  "*replay: python -m ddtree_compat replay failed/b0-custom-custom-bs1-*hypothesis*"])
+
+
+def test_a_test_no_backend_can_run_skips_saying_why(pytester, monkeypatch):
+    """No DDTree implementation given: the DDTree kernels' test is one skip naming the kernels and how to point
+    the suite at an implementation, never pytest's bare empty parameter set; it is no cell (nothing recorded)."""
+    monkeypatch.delenv("DDTREE_IMPLS", raising=False)
+    pytester.makepyfile(test_dd="""
+def test_k(ddtree_target, ddtree_backend, ddtree_kernel, ddtree_ddtree_case):
+    raise AssertionError("never called")
+""")
+    result = run(pytester, "--ddtree-backend=oracle", "--ddtree-static=off", "--ddtree-results=r.jsonl", "-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no backend in this session has ddtree_build*none was found (--ddtree-impl PATH*"])
+    assert "empty parameter set" not in result.stdout.str()
+    out = pytester.path / "r.jsonl"
+    assert not out.exists() or not [x for x in out.read_text().splitlines() if json.loads(x)["kind"] == "result"]

@@ -67,7 +67,24 @@ def _plant(name: str) -> None:
     finally:
         sys.path.remove(_HERE)
     bug = BUGS[name]
-    sys.meta_path.insert(0, _Finder(bug))
+    finder = _Finder(bug)
+    sys.meta_path = _FinderFirst([finder, *sys.meta_path], finder)
+
+
+class _FinderFirst(list):
+    """``sys.meta_path`` that keeps the planting finder in front. pytest inserts its assertion-rewriting hook
+    at position 0, and it rewrites (so loads itself) every module of a distribution that registers a pytest
+    plugin, when that distribution lists its files: a wheel install, or the ``ddtree_compat.egg-info`` that
+    ``pip wheel .`` leaves in the checkout. In front of it the planting finder wraps that hook's loader too."""
+
+    def __init__(self, items, first):
+        super().__init__(items)
+        self.first = first
+
+    def insert(self, index, item):
+        if index <= 0 and self and self[0] is self.first:
+            index = 1
+        super().insert(index, item)
 
 
 def _chain() -> None:
