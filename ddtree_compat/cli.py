@@ -112,10 +112,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     tiers, tests = _sweep_inputs(args, gpus)
     out_dir = Path(args.out_dir)
     arch = "-".join(sorted({g.arch for g in gpus})) or "cpu"
-    stem = args.name or f"{time.strftime('%Y-%m-%d')}-{arch}-{args.profile}"
+    stem = args.name.removesuffix(".jsonl") if args.name else f"{time.strftime('%Y-%m-%d')}-{arch}-{args.profile}"
     results = out_dir / f"{stem}.jsonl"
+    if args.resume and not results.exists():
+        raise DDTreeInputError("--resume", str(results), "the results file of an earlier sweep (its --out-dir and "
+                               "--name; without --resume a new sweep starts)", "nothing to resume: no such file")
     if args.append or args.resume:
-        check_appendable(results)
+        check_appendable(results, "--resume" if args.resume else "--append")
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = results.with_name(f".{results.name}.previous")  # put back if this sweep writes nothing
     if results.exists() and not (args.append or args.resume):
@@ -355,17 +358,25 @@ def _replay_case(ref: str, profile: str = "default"):
     found = case_lookup.find(ref, profile)
     if found is None:
         raise DDTreeInputError("case", ref, f"a case JSON file or the id of a {profile} case (python -m ddtree_compat "
-                                            f"cases --profile {profile})", "not found")
+                                            f"cases --profile {profile} [--kernel K])", "not found")
     return found
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
     from .cases import check_profile, grid
 
+    from . import kernels
+
     if args.attention:
         from .kernels.attention import attention_cases
 
         cases = attention_cases(args.attention)
+    elif args.kernel:
+        record = kernels.get(args.kernel)
+        if record is None:
+            raise DDTreeInputError("--kernel", args.kernel, ", ".join(kernels.registry()), "not a kernel")
+        verify = grid(check_profile(args.profile))
+        cases = list({c.id: c for c in record.cases(kernels.CaseContext(args.profile, tuple(verify)))}.values())
     else:
         cases = grid(check_profile(args.profile))
     for c in cases:
@@ -373,23 +384,25 @@ def cmd_cases(args: argparse.Namespace) -> int:
         if args.write:
             line += f"  {c.save(args.write)}"
         print(line)
-    print(f"{len(cases)} cases in {'attention ' if args.attention else ''}profile {args.attention or args.profile}",
-          file=sys.stderr)
+    what = f"{args.kernel} " if args.kernel and not args.attention else "attention " if args.attention else ""
+    print(f"{len(cases)} {what}cases in profile {args.attention or args.profile}", file=sys.stderr)
     return Exit.OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m ddtree_compat", description=__doc__.split("\n\n")[0],
+    p = OneLineParser(prog="python -m ddtree_compat", description="DDTree kernel compatibility suite: the sweep and "
+                      "its reports, the upgrade gate, replay of one case, the case grid.",
                       epilog="Exit statuses (every subcommand): " + ", ".join(
                           f"{int(e)} {e.name.lower().replace('_', ' ')}" for e in Exit) + "; docs/results.md.")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("sweep", help="run the kernel sweep on this host's tiers and write results + report")
     s.add_argument("--tier", default="auto", choices=["auto", "interpret", "device", "all"])
-    s.add_argument("--profile", default=os.environ.get("DDTREE_PROFILE", "default"))
+    s.add_argument("--profile", default=os.environ.get("DDTREE_PROFILE", "default"),
+                   help="default or full (default: $DDTREE_PROFILE, else default)")
     s.add_argument("--backend", action="append", help="backend name or module:object (repeatable)")
     s.add_argument("--out-dir", default="results", help="directory for results JSONL and report (default results/)")
-    s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE)")
+    s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE; a trailing .jsonl is dropped)")
     s.add_argument("--append", action="store_true", help="append to an existing results file")
     s.add_argument("--resume", action="store_true", help="continue a killed sweep: skip cells already in the results")
     s.add_argument("--resume-passes", type=int, default=5,
@@ -432,9 +445,12 @@ def build_parser() -> argparse.ArgumentParser:
     y.add_argument("--allow-skip", action="store_true", help="exit 0 when the backend cannot run the case here")
     y.set_defaults(func=cmd_replay)
 
-    c = sub.add_parser("cases", help="list the grid of a profile (optionally write each case as JSON)")
-    c.add_argument("--profile", default="default")
-    c.add_argument("--write", metavar="DIR")
+    c = sub.add_parser("cases", help="list a profile's case ids (verify's grid, or a kernel's cases); optionally "
+                                     "write each case as JSON")
+    c.add_argument("--profile", default="default", help="default or full (default: default)")
+    c.add_argument("--kernel", help="list this kernel's cases (move_kv, ddtree_follow, ...) instead of the verify "
+                                    "grid; every id listed replays with replay ID")
+    c.add_argument("--write", metavar="DIR", help="also write each case as DIR/ID.json")
     c.add_argument("--attention", choices=["interpret", "device"],
                    help="list this verify-attention profile's cases instead (every tile configuration)")
     c.set_defaults(func=cmd_cases)

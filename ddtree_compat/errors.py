@@ -9,7 +9,8 @@ from __future__ import annotations
 class DDTreeInputError(ValueError):
     """A value given by the user (case file, option, results file) is not allowed.
 
-    ``str(err)`` is one line: ``<where>: field '<field>' = <value!r>: <problem>; allowed: <allowed>``.
+    ``str(err)`` is one line: ``<where>: field '<field>' = <value!r>: <problem>; allowed: <allowed>``
+    (``field '<field>' is missing: ...`` for a value of ``None``).
     """
 
     def __init__(self, field: str, value: object, allowed: str, problem: str = "not allowed", where: str = ""):
@@ -19,7 +20,8 @@ class DDTreeInputError(ValueError):
         self.problem = problem
         self.where = where
         prefix = f"{where}: " if where else ""
-        super().__init__(f"{prefix}field '{field}' = {value!r}: {problem}; allowed: {allowed}")
+        given = "is missing" if value is None else f"= {value!r}"
+        super().__init__(f"{prefix}field '{field}' {given}: {problem}; allowed: {allowed}")
 
 
 class CaseError(DDTreeInputError):

@@ -266,7 +266,9 @@ def _read_text(path: str | os.PathLike) -> str:
     try:
         raw = Path(path).read_bytes()
         return (gzip.decompress(raw) if str(path).endswith(".gz") else raw).decode("utf-8")
-    except (OSError, EOFError, UnicodeDecodeError, gzip.BadGzipFile) as e:
+    except UnicodeDecodeError:
+        raise ResultsFileError("path", str(path), "a readable JSONL results file", "binary, not text") from None
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
         reason = getattr(e, "strerror", None) or str(e).split(":")[0]
         raise ResultsFileError("path", str(path), "a readable JSONL results file", reason) from None
 
@@ -309,22 +311,26 @@ _TYPES = ((*((n, str, "a string") for n in sorted(_REQUIRED)),
            *((n, (int, float), "a number") for n in ("duration_s", "time"))))
 
 
-def check_appendable(path: str | os.PathLike) -> None:
+def check_appendable(path: str | os.PathLike, option: str = "--ddtree-results") -> None:
     """Check that ``path`` may be appended to as a results file: absent, empty, or JSONL this suite wrote
-    (a torn last line, from a writer killed mid-write, is tolerated); never gzipped.
+    (a torn last line, from a writer killed mid-write, is tolerated); never gzipped. ``option`` is what the
+    user typed to name it (the error names it).
 
     Raises:
         ResultsFileError: a ``.gz`` path, an unreadable file, or a line that is not one of ours.
     """
     p = Path(path)
     if str(p).endswith(".gz"):
-        raise ResultsFileError("--ddtree-results", str(p), "a plain .jsonl file (archives are read, never appended "
+        raise ResultsFileError(option, str(p), "a plain .jsonl file (archives are read, never appended "
                                "to)", "gzipped")
     if not p.exists():
         return
     if p.is_dir():
-        raise ResultsFileError("--ddtree-results", str(p), "a JSONL results file", "is a directory")
-    text = _read_text(p)
+        raise ResultsFileError(option, str(p), "a JSONL results file", "is a directory")
+    try:
+        text = _read_text(p)
+    except ResultsFileError as e:
+        raise ResultsFileError(option, str(p), "a results file this suite wrote (or a new path)", e.problem) from None
     lines = text.splitlines()
     if lines and not text.endswith("\n"):
         lines = lines[:-1]  # a torn last line
@@ -332,7 +338,7 @@ def check_appendable(path: str | os.PathLike) -> None:
         try:
             parse_line(line, f"{p}:{n}")
         except ResultsFileError as e:
-            raise ResultsFileError("--ddtree-results", str(p), "a results file this suite wrote (or a new path)",
+            raise ResultsFileError(option, str(p), "a results file this suite wrote (or a new path)",
                                    f"line {n}: {e.problem}") from None
 
 

@@ -54,6 +54,7 @@ def _workspace(root: Path) -> None:
         "ddtree_budget.json": json.dumps({**json.loads(DDTreeCase(8).to_json()), "budget": "8"}),
         "afile": "a file, not a folder\n",
         "out/earlier.jsonl": "not ours\n",
+        "out/binary.jsonl": bytes(range(256)),
         "out/kept.jsonl": _lines(env, RESULT),
         "test_x.py": "def test_x():\n    assert True\n",
     }
@@ -69,7 +70,7 @@ CASES = [
     # report
     ("report-missing-file", CLI + ["report", "MISSING.jsonl"], USAGE, "field 'path' = 'MISSING.jsonl'"),
     ("report-not-jsonl", CLI + ["report", "notjsonl.txt"], USAGE, "not JSON"),
-    ("report-binary", CLI + ["report", "binary.bin"], USAGE, "field 'path' = 'binary.bin'"),
+    ("report-binary", CLI + ["report", "binary.bin"], USAGE, "field 'path' = 'binary.bin': binary, not text"),
     ("report-broken-gzip", CLI + ["report", "broken.jsonl.gz"], USAGE, "field 'path' = 'broken.jsonl.gz'"),
     ("report-no-result-line", CLI + ["report", "empty.jsonl"], USAGE, "no cells in empty.jsonl"),
     ("report-unknown-kind", CLI + ["report", "kind.jsonl"], USAGE, "unknown line kind"),
@@ -88,6 +89,7 @@ CASES = [
      "argument --limit: invalid int value: 'x'"),
     # cases
     ("cases-unknown-profile", CLI + ["cases", "--profile", "huge"], USAGE, "field 'profile' = 'huge'"),
+    ("cases-unknown-kernel", CLI + ["cases", "--kernel", "bogus"], USAGE, "field '--kernel' = 'bogus': not a kernel"),
     ("cases-unknown-attention-profile", CLI + ["cases", "--attention", "huge"], USAGE, "invalid choice: 'huge'"),
     ("cases-write-into-a-file", CLI + ["cases", "--write", "afile"], USAGE, "afile"),
     # replay
@@ -106,7 +108,7 @@ CASES = [
     ("replay-unknown-kernel", CLI + ["replay", "case.json", "--backend", "oracle", "--kernel", "bogus"], USAGE,
      "field '--kernel' = 'bogus'"),
     ("replay-commit-case-without-kernel", CLI + ["replay", "commit.json", "--backend", "oracle"], USAGE,
-     "feeds several kernels"),
+     "field '--kernel' is missing: a CommitCase feeds several kernels"),
     ("replay-unknown-id", CLI + ["replay", "b8-spine-nowhere-bs3", "--backend", "oracle"], USAGE,
      "field 'case' = 'b8-spine-nowhere-bs3': not found"),
     ("replay-id-unknown-profile", CLI + ["replay", "b8-spine-deep-bs3", "--backend", "oracle", "--profile", "huge"],
@@ -126,7 +128,11 @@ CASES = [
     ("sweep-unknown-arch-marker", CLI + ["sweep", "--out-dir", "out", "--", "-m", "sm999"], USAGE,
      "unknown arch marker 'sm999'; allowed: the arch markers sm80, sm86"),
     ("sweep-resume-a-file-not-ours", CLI + ["sweep", "--out-dir", "out", "--name", "earlier", "--resume"], USAGE,
-     "field '--ddtree-results' = 'out/earlier.jsonl'"),
+     "field '--resume' = 'out/earlier.jsonl': line 1: not JSON"),
+    ("sweep-resume-a-binary-file", CLI + ["sweep", "--out-dir", "out", "--name", "binary", "--resume"], USAGE,
+     "field '--resume' = 'out/binary.jsonl': binary, not text"),
+    ("sweep-resume-nothing", CLI + ["sweep", "--out-dir", "out", "--name", "typo.jsonl", "--resume"], USAGE,
+     "field '--resume' = 'out/typo.jsonl': nothing to resume"),
     ("sweep-missing-tests", CLI + ["sweep", "--out-dir", "out", "--tests", "nowhere"], USAGE, "field '--tests'"),
     ("sweep-out-dir-is-a-file", CLI + ["sweep", "--out-dir", "afile"], USAGE, "field '--out-dir' = 'afile'"),
     ("sweep-bad-worker-count", CLI + ["sweep", "--out-dir", "out", "-n", "zero"], USAGE, "field '-n' = 'zero'"),

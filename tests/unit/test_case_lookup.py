@@ -63,3 +63,15 @@ def test_ids_name_their_group():
 def test_the_index_file_is_json_of_every_profile():
     data = json.loads((case_lookup.resources.files("ddtree_compat") / case_lookup.INDEX_FILE).read_text())
     assert set(data) == {"default", "full"}
+
+
+def test_cases_lists_a_kernels_ids_which_replay_finds(capsys):
+    """``cases --kernel move_kv`` lists the commit cases (``cases`` alone lists the verify grid); ids listed
+    are ids ``replay`` finds."""
+    from ddtree_compat.cli import main
+
+    assert main(["cases", "--kernel", "move_kv"]) == 0
+    ids = capsys.readouterr().out.split()
+    record = kernels.get("move_kv")
+    assert ids == list(dict.fromkeys(c.id for c in record.cases(kernels.CaseContext("default", grid("default")))))
+    assert "-kv" in ids[0] and find(ids[-1]).id == ids[-1]

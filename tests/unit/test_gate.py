@@ -101,7 +101,7 @@ def test_env_only_file_is_bad_input(tmp_path):
     p = tmp_path / "env.jsonl"
     p.write_text(gzip.decompress(H200.read_bytes()).decode().splitlines()[0] + "\n")
     r = diff(H200, p)
-    assert r.returncode == 2 and "field 'result' = None: no cells in" in r.stderr
+    assert r.returncode == 2 and "field 'result' is missing: no cells in" in r.stderr
 
 
 BROKEN_TRITON = '''
