@@ -85,8 +85,12 @@ def replay_line(path, backend, target: Target, nodeid: str, kernel: str) -> str:
     from ..backends.registry import replay_spec
     from ..kernels.verify import VERIFY
 
+    from .. import kernels
+
     spec = replay_spec(backend)
     case = shlex.quote(str(path))
+    if kernels.get(kernel) is None:  # a test's own round (a CUDA-graph chain, ...): only its pytest cell replays it
+        return f"replay: pytest {shlex.quote(nodeid)} --ddtree-tier {target.tier}"
     if kernel != VERIFY:  # other kernels replay through the CLI by kernel name (their grid is derived, not a file)
         return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --kernel {kernel} "
                 f"--tier {target.tier}   |   pytest {shlex.quote(nodeid)} --ddtree-tier {target.tier}")

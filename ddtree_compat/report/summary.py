@@ -356,11 +356,14 @@ def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | No
 
 
 def replay_command(r: ResultRecord) -> str:
-    """``python -m ddtree_compat replay CASE --backend NAME`` for a failed cell (e2e: the pytest cell), or ``""``."""
+    """``python -m ddtree_compat replay CASE --backend NAME`` for a failed cell (e2e, or a kernel label no record
+    has, such as ``ddtree_sample_chain@graph``: the pytest cell), or ``""``."""
     if r.tier == E2E:
         return f"pytest '{r.nodeid}'" if r.nodeid else ""
     if not r.case_path:
         return ""
+    if kernels.get(r.kernel) is None:  # a test's own round (a CUDA-graph chain, ...): no record replays it
+        return f"pytest '{r.nodeid}' --ddtree-tier {r.tier}" if r.nodeid else ""
     tier = " --tier interpret" if r.tier == "interpret" else ""
     kernel = "" if kernels.base_name(r.kernel) == VERIFY else f" --kernel {r.kernel}"
     return f"python -m ddtree_compat replay {r.case_path} --backend {r.backend}{kernel}{tier}"

@@ -155,3 +155,18 @@ def test_picture_and_summary_table_stay_bounded_for_the_full_profile():
     summary = [ln for ln in md_full.split("<details>")[0].splitlines() if ln.startswith("| ")]
     assert len(summary) == 1 + 3 + 6 + 4  # header, verify x 3 backends, 6 commit kernels, 4 DDTree kernels
     assert len(md_full) < 2 * len(md_default) < 60_000
+
+
+@pytest.mark.parametrize("kernel, starts", [
+    ("move_kv", "python -m ddtree_compat replay c.json --backend b --kernel move_kv"),
+    ("verify_tree_greedy", "python -m ddtree_compat replay c.json --backend b"),
+    ("ddtree_sample_chain@graph", "pytest 'k/test_d.py::test_round[x]' --ddtree-tier device"),  # no record: the cell
+    ("verify_commit@graph", "pytest 'k/test_d.py::test_round[x]' --ddtree-tier device"),
+])
+def test_a_failed_cell_replays_through_what_can_replay_it(kernel, starts):
+    from ddtree_compat.report.summary import replay_command
+    from ddtree_compat.results import ResultRecord
+
+    r = ResultRecord(kernel=kernel, tier="device", backend="b", arch="sm90", case_id="c", outcome="fault",
+                     case_path="c.json", nodeid="k/test_d.py::test_round[x]")
+    assert replay_command(r) == starts
