@@ -414,7 +414,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-run failing device cells under compute-sanitizer")
     s.add_argument("--tests", default=str(KERNEL_TESTS), help="kernel tests folder or file (default: the package's)")
     s.add_argument("-n", "--workers", help="xdist workers (default on device: several load-balanced workers for one GPU, one pinned worker per GPU for several; auto on interpret)")
-    s.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    s.add_argument("pytest_args", nargs="*", help="extra pytest options (after --: -k EXPR, -m sm120, ...); a test "
+                                                  "path there adds to --tests, so narrow the tests with --tests PATH")
     s.set_defaults(func=cmd_sweep)
 
     r = sub.add_parser("report", help="merge results JSONL files into one matrix: Markdown, HTML page, summary PNG")
