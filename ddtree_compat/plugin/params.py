@@ -21,6 +21,7 @@ from ..backends import kernels_of
 from ..kernels.ddtree import RECORDS as _DDTREE_RECORDS
 from .cells import known_issue
 from .markers import EMULATED, arch_marks, target_marks
+from .progress import NO_IMPLEMENTATION
 from .session import suite
 
 TARGET, BACKEND, KERNEL = "ddtree_target", "ddtree_backend", "ddtree_kernel"
@@ -90,8 +91,6 @@ def _no_backend(sess, argnames, needs: tuple[str, ...]):
     empty parameter set only says it is empty). Its values are ``None``: no cell, nothing recorded."""
     names = ", ".join(needs[:3]) + (f" +{len(needs) - 3} more" if len(needs) > 3 else "")
     reason = f"no backend in this session has {names}"
-    if any(n in DDTREE_KERNELS for n in needs) and not any(getattr(b, "impl", None) is not None
-                                                            for b in sess.backends):
-        reason += (": these are a DDTree implementation's kernels, and none was found (--ddtree-impl PATH or "
-                   "DDTREE_IMPLS=PATH: a DDTree build of SGLang)")
+    if any(n in DDTREE_KERNELS for n in needs) and not sess.implementations:
+        reason += f": these are a DDTree implementation's kernels; {NO_IMPLEMENTATION}"
     return pytest.param(*(None,) * len(argnames), id="no-backend", marks=pytest.mark.skip(reason=reason))

@@ -22,6 +22,10 @@ REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
 """A test running at least this long is named in the progress line."""
 
+NO_IMPLEMENTATION = ("no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
+                     "SGLang; the installed sglang has no DDTree modules)")
+"""What the start lines and a DDTree test's skip say when the session has no DDTree implementation."""
+
 
 def _names(kernels: list[str], limit: int = 3) -> str:
     shown = ", ".join(kernels[:limit])
@@ -71,9 +75,8 @@ def start_lines(sess) -> list[str]:
     for backend in sess.backends:
         for target in targets:
             lines.append("  " + backend_line(backend, target))
-    if not any(getattr(b, "impl", None) is not None for b in sess.backends):
-        lines.append("  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
-                     "SGLang; the installed sglang has no DDTree modules): the DDTree kernels' tests skip")
+    if not sess.implementations:
+        lines.append(f"  {NO_IMPLEMENTATION}: the DDTree kernels' tests skip")
     return lines
 
 

@@ -63,6 +63,11 @@ class Suite:
     e2e_selected: list = field(default_factory=list)
     progress_s: float = 30.0
 
+    @property
+    def implementations(self) -> list:
+        """The session's backends that are DDTree implementations (they carry ``impl``)."""
+        return [b for b in self.backends if getattr(b, "impl", None) is not None]
+
     @cached_property
     def writer(self):
         """The :class:`~ddtree_compat.results.ResultsWriter` (``None`` without a results file)."""
@@ -70,7 +75,7 @@ class Suite:
 
         if not self.results:
             return None
-        impls = {b.name: b.impl.identity for b in self.backends if getattr(b, "impl", None) is not None}
+        impls = {b.name: b.impl.identity for b in self.implementations}
         return ResultsWriter(self.results, environment(self.tier, self.profile, self.known.as_env(), impls),
                              fsync=self.fsync)
 

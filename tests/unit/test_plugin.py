@@ -91,7 +91,7 @@ def test_k(ddtree_target, ddtree_backend, ddtree_kernel, ddtree_ddtree_case):
 """)
     result = run(pytester, "--ddtree-backend=oracle", "--ddtree-static=off", "--ddtree-results=r.jsonl", "-rs")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*no backend in this session has ddtree_build*none was found (--ddtree-impl PATH*"])
+    result.stdout.fnmatch_lines(["*no backend in this session has ddtree_build*no DDTree implementation found (--ddtree-impl PATH*"])
     assert "empty parameter set" not in result.stdout.str()
     out = pytester.path / "r.jsonl"
     assert not out.exists() or not [x for x in out.read_text().splitlines() if json.loads(x)["kind"] == "result"]
