@@ -21,8 +21,7 @@ from ..backends import kernels_of
 from ..kernels.ddtree import RECORDS as _DDTREE_RECORDS
 from .cells import known_issue
 from .markers import EMULATED, arch_marks, target_marks
-from .progress import NO_IMPLEMENTATION
-from .session import suite
+from .session import NO_IMPLEMENTATION, suite
 
 TARGET, BACKEND, KERNEL = "ddtree_target", "ddtree_backend", "ddtree_kernel"
 DDTREE_KERNELS = frozenset(r.name for r in _DDTREE_RECORDS)

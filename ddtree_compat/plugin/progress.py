@@ -16,15 +16,11 @@ import time
 import pytest
 
 from ..isolation import in_xdist_worker
-from .session import active
+from .session import NO_IMPLEMENTATION, active
 
 REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
 """A test running at least this long is named in the progress line."""
-
-NO_IMPLEMENTATION = ("no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
-                     "SGLang; the installed sglang has no DDTree modules)")
-"""What the start lines and a DDTree test's skip say when the session has no DDTree implementation."""
 
 
 def _names(kernels: list[str], limit: int = 3) -> str:

@@ -27,6 +27,10 @@ from ..kernels import CaseContext, KernelRecord
 from ..tiers import Target, resolve_tier, targets_for
 from . import markers, options
 
+NO_IMPLEMENTATION = ("no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
+                     "SGLang; the installed sglang has no DDTree modules)")
+"""What the start lines and a DDTree test's skip say when the session has no DDTree implementation."""
+
 
 @dataclass
 class Suite:
