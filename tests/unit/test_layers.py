@@ -130,18 +130,25 @@ def test_threads_untouched():
 
 @given(st.integers())
 def test_hypothesis_profile_untouched(x):
-    assert settings().max_examples == 100 and settings._current_profile == "default"
+    assert (settings._current_profile, settings().max_examples) == (
+        os.environ["EXPECTED_PROFILE"], int(os.environ["EXPECTED_EXAMPLES"]))
 '''
 
 
 def test_a_foreign_session_is_left_alone(pytester, monkeypatch):
     """An unrelated test folder, run with this package installed (its plugin loaded by entry point), under
-    xdist: no TRITON_INTERPRET, no .ddtree/ folder, hypothesis's default profile, torch's own threads."""
+    xdist: no TRITON_INTERPRET, no .ddtree/ folder, the profile hypothesis picks by itself, torch's own threads."""
     pytester.makepyfile(test_foreign=FOREIGN)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # this test session's own interpret tier may have set it
     threads = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
                              capture_output=True, text=True, check=True).stdout.strip()
     monkeypatch.setenv("EXPECTED_THREADS", threads)
+    # hypothesis picks its own profile: "ci" where a CI variable is set (as on the CI runner), else "default"
+    profile, examples = subprocess.run(
+        [sys.executable, "-c", "from hypothesis import settings; print(settings._current_profile, settings().max_examples)"],
+        capture_output=True, text=True, check=True).stdout.split()
+    monkeypatch.setenv("EXPECTED_PROFILE", profile)
+    monkeypatch.setenv("EXPECTED_EXAMPLES", examples)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     result.assert_outcomes(passed=3)
     assert not (pytester.path / ".ddtree").exists()
