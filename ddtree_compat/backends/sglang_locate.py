@@ -54,6 +54,34 @@ class Place:
     def __str__(self) -> str:
         return f"{self.module}.{self.name}"
 
+    def kept_in(self, release: str) -> bool:
+        """Whether ``seen`` names this SGLang release: ``0.5.23``, ``0.5.18+`` (that one and later) or
+        ``0.5.15-0.5.22`` (a range); the names of DDTree trees in it are not releases. The unit tests hold a
+        place to it: a place the installed release is said to keep must be there (a misspelled module would
+        otherwise read *absent* in every release)."""
+        wanted = _release(release)
+        if wanted is None:
+            return False
+        for item in (part.strip() for part in self.seen.split(",")):
+            low, dash, high = item.rstrip("+").partition("-")
+            first, last = _release(low), _release(high) if dash else None
+            if first is None or (dash and last is None):
+                continue  # a DDTree tree's name, or words
+            if item.endswith("+"):
+                hit = wanted >= first
+            elif dash:
+                hit = first <= wanted <= last
+            else:
+                hit = wanted == first
+            if hit:
+                return True
+        return False
+
+
+def _release(text: str) -> tuple[int, ...] | None:
+    parts = text.strip().split(".")
+    return tuple(map(int, parts)) if len(parts) == 3 and all(p.isdigit() for p in parts) else None
+
 
 class Absent(Exception):
     """No place defines the kernel in this SGLang (the message says where the suite looked)."""
