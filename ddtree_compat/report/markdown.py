@@ -6,8 +6,7 @@ where the failing cells sit: ``❌ 16 zero-accept, 1129 pass · zero-accept: spi
 the known issues. Collapsed (``<details>``): environment, counts per ``backend · arch`` column, skips by
 reason, faults by class, the static tier's specializations that did not pass on every arch, verify
 attention by shape and tile choice, the e2e tier, and per kernel with failures its failing budget x
-topology x layout rows. ``🔶`` marks
-failures a known issue expects (xfail), ``⭐`` passes a known issue did not expect (xpass).
+topology x layout rows. A line under the summary table says what each mark means (:data:`LEGEND`).
 
 The size does not grow with the profile beyond the collapsed tables' rows (each at most
 ``max_rows``).
@@ -21,6 +20,11 @@ from ..results import Results
 from .summary import (ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, count_header,
                       count_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, parts,
                       replay_command, static_rows, summarize, summary_table)
+
+
+LEGEND = ("✅ all passed · ⚠ no failure, but some cells skipped (their reasons: *Skips by reason*) · ⏭ all skipped "
+          "· ❌ a wrong answer, fault or error · 🔶 only failures a known issue expects · ⭐ a pass a known issue did "
+          "not expect")
 
 
 def _mark(counts: Counter) -> str:
@@ -131,6 +135,7 @@ def render_markdown(results: Results, title: str = "DDTree compatibility matrix"
     archs, rows = summary_table(s)
     lines += ["## Summary (rows: kernel · backend; columns: arch; after `·`: where the failing cells sit)", ""]
     lines += _table(["table", "kernel", "backend", *archs], [[*key, *map(summary_cell, cells)] for key, cells in rows])
+    lines += [LEGEND, ""]
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""
