@@ -27,11 +27,12 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 from .errors import DDTreeInputError
-from .exitcodes import Exit, combine, from_pytest
+from .exitcodes import TABLE, Exit, combine, from_pytest
 
 EXIT_USAGE = int(Exit.USAGE)
 KERNEL_TESTS = Path(__file__).resolve().parent / "kernel_tests"
@@ -389,11 +390,19 @@ def cmd_cases(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _exit_statuses() -> str:
+    """The exit-status table as ``--help`` ends with it (an installed wheel has no docs/ to point at)."""
+    lines = ["exit statuses (every subcommand):"]
+    for status, meaning in TABLE:
+        lines += textwrap.wrap(f"{int(status):>3} {status.name.lower()}: {meaning.replace('`', '')}", width=100,
+                               subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m ddtree_compat", description="DDTree kernel compatibility suite: the sweep and "
-                      "its reports, the upgrade gate, replay of one case, the case grid.",
-                      epilog="Exit statuses (every subcommand): " + ", ".join(
-                          f"{int(e)} {e.name.lower().replace('_', ' ')}" for e in Exit) + "; docs/results.md.")
+                      "its reports, the upgrade gate, replay of one case, the case grid.", epilog=_exit_statuses(),
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("sweep", help="run the kernel sweep on this host's tiers and write results + report")

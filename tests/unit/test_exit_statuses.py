@@ -19,6 +19,15 @@ def cli(*args, cwd):
                           text=True, timeout=900)
 
 
+def test_help_ends_with_every_status_and_its_meaning(tmp_path):
+    """An installed wheel has no docs/: ``--help`` itself says what each status means."""
+    out = cli("--help", cwd=tmp_path)
+    assert out.returncode == 0
+    help_text = " ".join(out.stdout.split())
+    for status, meaning in TABLE:
+        assert f"{int(status)} {status.name.lower()}: {' '.join(meaning.replace('`', '').split())}" in help_text
+
+
 def test_every_status_has_a_meaning_and_pytest_s_map_onto_them():
     assert [int(e) for e, _ in TABLE] == [int(e) for e in Exit] == [0, 1, 2, 3, 4, 5, 130]
     from ddtree_compat.gate import EXIT_NOT_COMPARED, EXIT_REGRESSED
