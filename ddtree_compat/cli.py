@@ -35,6 +35,8 @@ from .errors import DDTreeInputError
 from .exitcodes import TABLE, Exit, combine, from_pytest
 
 EXIT_USAGE = int(Exit.USAGE)
+PROG = "python -m ddtree_compat"
+"""How the CLI is run; every line it writes to stderr starts with it and the subcommand (argparse's too)."""
 KERNEL_TESTS = Path(__file__).resolve().parent / "kernel_tests"
 """The kernel tests the sweep runs (a subpackage: installed with the wheel)."""
 SWEEP_INI = KERNEL_TESTS / "sweep.ini"
@@ -59,28 +61,23 @@ def _markexpr(pytest_args: list[str]) -> str:
     return ""
 
 
-def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path]:
-    """Check everything a sweep is given before anything runs: tiers, profile, tests, backends, the ``-m``
-    expression, the output folder and (``--resume``/``--append``) the results file.
+def _sweep_inputs(args: argparse.Namespace) -> tuple[list, list[str], Path]:
+    """Check everything a sweep is given before anything runs: profile, tests, backends, the output folder,
+    then (GPUs detected: without NVML that imports torch, seconds) the tiers and the ``-m`` expression.
 
     Returns:
-        ``(tiers, tests)``.
+        ``(gpus, tiers, tests)``.
     Raises:
         DDTreeInputError: the first bad input (one line).
     """
     from . import impls
+    from .arch import detect_gpus
     from .backends.registry import resolve
     from .cases import check_profile
     from .plugin.markers import check_markexpr
     from .tiers import TIERS, resolve_tier
 
     check_profile(args.profile)
-    tiers = list(TIERS) if args.tier == "all" else [resolve_tier(args.tier, gpus)]
-    if "device" in tiers and not gpus:
-        if args.tier != "all":
-            raise DDTreeInputError("--tier", "device", "interpret, auto or all on a host without a GPU", "no GPU")
-        tiers.remove("device")
-        print("no GPU visible: --tier all runs the interpret tier only", flush=True)
     tests = Path(args.tests)
     if not tests.exists():
         raise DDTreeInputError("--tests", str(tests), f"a kernel tests folder or file (default {KERNEL_TESTS})",
@@ -97,20 +94,25 @@ def _sweep_inputs(args: argparse.Namespace, gpus) -> tuple[list[str], Path]:
     except DDTreeInputError as e:  # name the option as typed here
         raise DDTreeInputError("--backend" if e.field == "--ddtree-backend" else e.field, e.value, e.allowed,
                                e.problem) from None
-    check_markexpr(_markexpr(args.pytest_args), [g.arch for g in gpus])
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise DDTreeInputError("--out-dir", str(out_dir), "a folder (created if missing)", "is a file")
-    return tiers, tests
+    gpus = detect_gpus()
+    tiers = list(TIERS) if args.tier == "all" else [resolve_tier(args.tier, gpus)]
+    if "device" in tiers and not gpus:
+        if args.tier != "all":
+            raise DDTreeInputError("--tier", "device", "interpret, auto or all on a host without a GPU", "no GPU")
+        tiers.remove("device")
+        print("no GPU visible: --tier all runs the interpret tier only", flush=True)
+    check_markexpr(_markexpr(args.pytest_args), [g.arch for g in gpus])
+    return gpus, tiers, tests
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from .arch import detect_gpus
     from .results import check_appendable
     from .tiers import device_worker_args
 
-    gpus = detect_gpus()
-    tiers, tests = _sweep_inputs(args, gpus)
+    gpus, tiers, tests = _sweep_inputs(args)
     out_dir = Path(args.out_dir)
     arch = "-".join(sorted({g.arch for g in gpus})) or "cpu"
     stem = args.name.removesuffix(".jsonl") if args.name else f"{time.strftime('%Y-%m-%d')}-{arch}-{args.profile}"
@@ -258,13 +260,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     gate = compare(load([args.baseline]), load([args.candidate]), tuple(args.backend or ()))
     for warning in warnings(gate):  # also on stderr: the Markdown can run to thousands of lines
-        print(f"ddtree_compat diff: warning: {warning}", file=sys.stderr)
+        print(f"{PROG} diff: warning: {warning}", file=sys.stderr)
     text = render_markdown(gate, args.baseline, args.candidate, limit=args.limit)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
     for why in gate.not_compared:
-        print(f"ddtree_compat diff: not compared: {why}", file=sys.stderr)
+        print(f"{PROG} diff: not compared: {why}", file=sys.stderr)
     sys.stdout.write(text)
     return gate.exit_status
 
@@ -399,17 +401,26 @@ def _exit_statuses() -> str:
     return "\n".join(lines)
 
 
+SEE_EXIT_STATUSES = f"Exit statuses: {PROG} --help."
+BACKENDS = ("a backend: oracle, sglang-triton, sglang-cuda, sglang-torch, a DDTree implementation's name (its "
+            "$DDTREE_IMPLS or installed sglang), ddtree-impl:PATH, or module:object")
+"""What ``--backend`` takes, for ``--help`` (the built-ins are :data:`ddtree_compat.backends.registry.BUILTIN`)."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="python -m ddtree_compat", description="DDTree kernel compatibility suite: the sweep and "
+    p = OneLineParser(prog=PROG, description="DDTree kernel compatibility suite: the sweep and "
                       "its reports, the upgrade gate, replay of one case, the case grid.", epilog=_exit_statuses(),
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("sweep", help="run the kernel sweep on this host's tiers and write results + report")
-    s.add_argument("--tier", default="auto", choices=["auto", "interpret", "device", "all"])
+    s = sub.add_parser("sweep", help="run the kernel sweep on this host's tiers and write results + report",
+                       epilog=SEE_EXIT_STATUSES)
+    s.add_argument("--tier", default="auto", choices=["auto", "interpret", "device", "all"],
+                   help="auto: device with a GPU, else interpret (Triton's CPU interpreter); all: interpret and "
+                        "device (default auto)")
     s.add_argument("--profile", default=os.environ.get("DDTREE_PROFILE", "default"),
                    help="default or full (default: $DDTREE_PROFILE, else default)")
-    s.add_argument("--backend", action="append", help="backend name or module:object (repeatable)")
+    s.add_argument("--backend", action="append", help=f"{BACKENDS} (repeatable; default: all)")
     s.add_argument("--out-dir", default="results", help="directory for results JSONL and report (default results/)")
     s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE; a trailing .jsonl is dropped)")
     s.add_argument("--append", action="store_true", help="append to an existing results file")
@@ -427,14 +438,16 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "path there adds to --tests, so narrow the tests with --tests PATH")
     s.set_defaults(func=cmd_sweep)
 
-    r = sub.add_parser("report", help="merge results JSONL files into one matrix: Markdown, HTML page, summary PNG")
-    r.add_argument("results", nargs="+")
+    r = sub.add_parser("report", help="merge results JSONL files into one matrix: Markdown, HTML page, summary PNG",
+                       epilog=SEE_EXIT_STATUSES)
+    r.add_argument("results", nargs="+", help="results JSONL files (.jsonl or .jsonl.gz) of one or several sweeps")
     r.add_argument("-o", "--output", help="write the Markdown here instead of stdout")
     r.add_argument("--html", metavar="PAGE.html", help="also write a self-contained HTML page and PAGE.png beside it")
     r.set_defaults(func=cmd_report)
 
     d = sub.add_parser("diff", help="upgrade gate: cells compared, regressed (pass -> other), fixed, newly "
-                                    "covered; exit 1 on a regression, 3 when something could not be compared")
+                                    "covered; exit 1 on a regression, 3 when something could not be compared",
+                       epilog=SEE_EXIT_STATUSES)
     d.add_argument("baseline", help="results JSONL of the pinned version")
     d.add_argument("candidate", help="results JSONL of the candidate version")
     d.add_argument("-o", "--output", help="also write the Markdown verdict here (e.g. $GITHUB_STEP_SUMMARY)")
@@ -443,11 +456,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_diff)
 
     y = sub.add_parser("replay", help="run one case (a JSON file, or any case's id) through one backend "
-                                      "in this process")
+                                      "in this process", epilog=SEE_EXIT_STATUSES)
     y.add_argument("case", help="case JSON file, or a case id as `cases` and the reports list it")
-    y.add_argument("--backend", required=True)
+    y.add_argument("--backend", required=True, help=BACKENDS + " (as the report's replay line names it)")
     y.add_argument("--profile", default="default", help="the run a case id is looked up in (default: default)")
-    y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
+    y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"],
+                   help="auto: device with a GPU, else interpret (default auto)")
     y.add_argument("--gpu", type=int, default=0, help="GPU index on the device tier")
     y.add_argument("--kernel", default=None,
                    help="the kernel to run the case under when its case type feeds several (a commit case: "
@@ -456,7 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
     y.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("cases", help="list a profile's case ids (verify's grid, or a kernel's cases); optionally "
-                                     "write each case as JSON")
+                                     "write each case as JSON", epilog=SEE_EXIT_STATUSES)
     c.add_argument("--profile", default="default", help="default or full (default: default)")
     c.add_argument("--kernel", help="list this kernel's cases (move_kv, ddtree_follow, ...) instead of the verify "
                                     "grid; every id listed replays with replay ID")
@@ -474,15 +488,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except DDTreeInputError as e:
-        print(f"ddtree_compat {args.command}: error: {e}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # `cases | head`: the reader left; stop quietly (and keep Python's exit-time
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # flush off the closed pipe)
         return int(Exit.OK)
     except OSError as e:  # an output path of the user's that cannot be written (a folder, no permission)
         where = f"{e.filename}: " if e.filename else ""
-        print(f"ddtree_compat {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"ddtree_compat {args.command}: interrupted", file=sys.stderr)
+        print(f"{PROG} {args.command}: interrupted", file=sys.stderr)
         return int(Exit.INTERRUPTED)

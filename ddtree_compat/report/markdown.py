@@ -24,7 +24,7 @@ from .summary import (ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, at
 
 LEGEND = ("✅ all passed · ⚠ no failure, but some cells skipped (their reasons: *Skips by reason*) · ⏭ all skipped "
           "· ❌ a wrong answer, fault or error · 🔶 only failures a known issue expects · ⭐ a pass a known issue did "
-          "not expect")
+          "not expect · empty: no cell of that kernel and backend on that arch")
 
 
 def _mark(counts: Counter) -> str:

@@ -192,6 +192,10 @@ def render_summary(results: Results, path: str | os.PathLike | None = None,
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)
     for ax, (table, recs) in zip(axes[:, 0], panels.items()):
         _panel(ax, recs, table)
+    drawn = sum(map(len, panels.values()))
+    if drawn < len(results.records):  # the report's totals count every cell: say which part is drawn
+        title += (f"\n{drawn} of the {len(results.records)} cells drawn (those with a budget and a topology; the "
+                  "static, verify-attention and e2e cells are in the report's tables)")
     fig.suptitle(title, fontsize=11, fontweight="bold")
     shown = {cell_status(r) for recs in panels.values() for r in recs}
     handles = [Patch(facecolor=STYLE[s][0], edgecolor="#888888", label=STYLE[s][1])

@@ -28,6 +28,16 @@ def test_help_ends_with_every_status_and_its_meaning(tmp_path):
         assert f"{int(status)} {status.name.lower()}: {' '.join(meaning.replace('`', '').split())}" in help_text
 
 
+def test_each_subcommand_s_help_points_at_the_statuses_and_names_the_built_in_backends():
+    from ddtree_compat.backends.registry import BUILTIN
+    from ddtree_compat.cli import BACKENDS, SEE_EXIT_STATUSES, build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert sorted(commands) == ["cases", "diff", "replay", "report", "sweep"]
+    assert all(sub.epilog == SEE_EXIT_STATUSES for sub in commands.values())
+    assert [name for name in BUILTIN if name not in BACKENDS] == []
+
+
 def test_every_status_has_a_meaning_and_pytest_s_map_onto_them():
     assert [int(e) for e, _ in TABLE] == [int(e) for e in Exit] == [0, 1, 2, 3, 4, 5, 130]
     from ddtree_compat.gate import EXIT_NOT_COMPARED, EXIT_REGRESSED

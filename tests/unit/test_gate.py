@@ -220,5 +220,5 @@ def test_runs_of_different_tiers_warn_even_when_columns_overlap(tmp_path):
     assert g.tiers_differ and not g.disjoint
     r = diff(H200, other)
     assert "cover different tiers (baseline: device; candidate: interpret)" in r.stdout
-    assert "ddtree_compat diff: warning: the two files cover different tiers" in r.stderr
+    assert "python -m ddtree_compat diff: warning: the two files cover different tiers" in r.stderr
     assert not compare(load([H200]), load([H200])).tiers_differ
