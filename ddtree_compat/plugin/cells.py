@@ -19,7 +19,7 @@ from .. import kernels
 from ..known_issues import KnownIssue
 from ..outcomes import Verdict
 from ..tiers import Target
-from .session import suite
+from .session import GRAPH_NEEDS_DEVICE, suite
 
 
 @dataclass
@@ -118,7 +118,7 @@ def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[
                                 for k in launched)), None)
     if not reason and kernel.endswith("@graph"):
         if target.tier != "device":
-            reason = "CUDA graphs need the device tier"
+            reason = GRAPH_NEEDS_DEVICE
         elif not all(implementation(backend, k).graph_capturable for k in launched):
             reason = f"{backend.name} runs on the host: not capturable in a CUDA graph"
     return reason

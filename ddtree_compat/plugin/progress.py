@@ -16,7 +16,7 @@ import time
 import pytest
 
 from ..isolation import in_xdist_worker
-from .session import NO_IMPLEMENTATION, active
+from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active
 
 REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
@@ -73,6 +73,9 @@ def start_lines(sess) -> list[str]:
             lines.append("  " + backend_line(backend, target))
     if not sess.implementations:
         lines.append(f"  {NO_IMPLEMENTATION}: the DDTree kernels' tests skip")
+    off_device = sorted({t.id for t in targets if t.tier != "device"})
+    if off_device:  # per cell, not per kernel: the backend lines above cannot say it
+        lines.append(f"  CUDA-graph cells (kernel@graph) skip on {', '.join(off_device)}: {GRAPH_NEEDS_DEVICE}")
     return lines
 
 

@@ -30,6 +30,8 @@ from . import markers, options
 NO_IMPLEMENTATION = ("no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
                      "SGLang; the installed sglang has no DDTree modules)")
 """What the start lines and a DDTree test's skip say when the session has no DDTree implementation."""
+GRAPH_NEEDS_DEVICE = "CUDA graphs need the device tier"
+"""Why a ``*@graph`` cell skips off the device tier (its skip; the start lines say it once per session)."""
 
 
 @dataclass

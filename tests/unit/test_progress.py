@@ -19,7 +19,8 @@ def test_the_start_says_which_backends_run_and_which_skip_and_why(pytester, veri
                                  "  oracle on interpret: runs all * kernels",
                                  "  sglang-cuda on interpret: skips verify_tree_greedy: tvm-ffi JIT CUDA kernel runs on "
                                  "the device tier only",
-                                 "  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH*"])
+                                 "  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH*",
+                                 "  CUDA-graph cells (kernel@graph) skip on interpret: CUDA graphs need the device tier"])
 
 
 def test_progress_lines_come_every_interval(pytester, verify_suite):
