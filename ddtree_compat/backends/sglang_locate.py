@@ -43,7 +43,8 @@ class Place:
         name: the function there.
         kind: ``wrapper`` (SGLang's host function, called as SGLang calls it) or ``launch`` (a
             ``@triton.jit`` kernel, launched as its wrapper launches it).
-        seen: the releases/trees seen keeping it there (documentation).
+        seen: the releases and trees seen keeping it there, comma-separated: ``0.5.23``, ``0.5.18+``,
+            ``0.5.15-0.5.22``, or a tree's name (:meth:`kept_in` reads the releases; the unit tests hold them).
     """
 
     module: str

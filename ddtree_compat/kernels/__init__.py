@@ -16,6 +16,7 @@ the same name, an oracle function, and their tests (``docs/extending.md``).
 from __future__ import annotations
 
 import importlib
+import shlex
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
@@ -134,6 +135,32 @@ def base_name(label: str) -> str:
 def get(name: str) -> KernelRecord | None:
     """The record of a kernel name or label, or ``None``."""
     return registry().get(base_name(name))
+
+
+def replayed_by(label: str) -> KernelRecord | None:
+    """The record whose ``run`` reproduces a cell of this results label: the record named ``label``, or the
+    one whose ``label`` function gives ``name@variant`` labels (``verify_attention@emulated-sm120``).
+
+    ``None`` for a test's own round over a record's kernels, such as ``verify_tree_greedy@graph`` (the verify
+    launch captured in a CUDA graph at capacity, replayed at the live width: the record's plain ``run``
+    would not capture it) or ``ddtree_sample_chain@graph``: only that cell's pytest node replays it.
+    """
+    record = get(label)
+    if record is None or (label != record.name and record.label is None):
+        return None
+    return record
+
+
+def replay_cli(case_path: str, backend: str, label: str, tier: str | None = None) -> str | None:
+    """``python -m ddtree_compat replay CASE --backend B [--kernel LABEL] [--tier T]``, the in-process replay of a
+    cell; ``--kernel`` only where the case's type feeds several records (a commit case), ``--tier`` when given.
+    ``None`` where no record replays the label (:func:`replayed_by`): replay the pytest cell instead."""
+    record = replayed_by(label)
+    if record is None:
+        return None
+    alone = [r for r in registry().values() if r.case_type is record.case_type] == [record]
+    return (f"python -m ddtree_compat replay {shlex.quote(str(case_path))} --backend {shlex.quote(backend)}"
+            + ("" if alone else f" --kernel {label}") + (f" --tier {tier}" if tier else ""))
 
 
 def for_param(param: str) -> list[KernelRecord]:

@@ -81,21 +81,19 @@ def record_of(cell: Cell):
 
 
 def replay_line(path, backend, target: Target, nodeid: str, kernel: str) -> str:
-    """The one line that replays a failing cell: in-process via the CLI, or as the same pytest cell."""
+    """The one line that replays a failing cell: in-process via the CLI (:func:`ddtree_compat.kernels.replay_cli`)
+    and as the same pytest cell, or only the pytest cell where no record replays its kernel label."""
     from ..backends.registry import replay_spec
     from ..kernels.verify import VERIFY
 
-    from .. import kernels
-
     spec = replay_spec(backend)
-    case = shlex.quote(str(path))
-    if kernels.get(kernel) is None:  # a test's own round (a CUDA-graph chain, ...): only its pytest cell replays it
-        return f"replay: pytest {shlex.quote(nodeid)} --ddtree-tier {target.tier}"
-    if kernel != VERIFY:  # other kernels replay through the CLI by kernel name (their grid is derived, not a file)
-        return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --kernel {kernel} "
-                f"--tier {target.tier}   |   pytest {shlex.quote(nodeid)} --ddtree-tier {target.tier}")
-    return (f"replay: python -m ddtree_compat replay {case} --backend {spec} --tier {target.tier}   |   "
-            f"pytest {shlex.quote(nodeid)} --ddtree-case {case} --ddtree-backend {spec} --ddtree-tier {target.tier}")
+    # the verify tests take the case file and the backend spec; the other kernels' cells find their case by id
+    given = f"--ddtree-case {shlex.quote(str(path))} --ddtree-backend {spec} " if kernel == VERIFY else ""
+    again = f"pytest {shlex.quote(nodeid)} {given}--ddtree-tier {target.tier}"
+    cli = kernels.replay_cli(str(path), spec, kernel, target.tier)
+    if cli is None:  # a test's own round (a CUDA-graph chain, ...): only its pytest cell replays it
+        return f"replay: {again}"
+    return f"replay: {cli}   |   {again}"
 
 
 def env_line(env: dict) -> str:

@@ -16,6 +16,7 @@ table (:func:`summary_table`) has one row per kernel x backend and one column pe
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -356,14 +357,14 @@ def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | No
 
 
 def replay_command(r: ResultRecord) -> str:
-    """``python -m ddtree_compat replay CASE --backend NAME`` for a failed cell (e2e, or a kernel label no record
-    has, such as ``ddtree_sample_chain@graph``: the pytest cell), or ``""``."""
+    """The command that replays a failed cell: ``python -m ddtree_compat replay CASE --backend NAME ...``
+    (:func:`ddtree_compat.kernels.replay_cli`), else its pytest cell (e2e, or a kernel label no record replays,
+    such as ``verify_tree_greedy@graph``), or ``""`` without a case file or node id."""
     if r.tier == E2E:
-        return f"pytest '{r.nodeid}'" if r.nodeid else ""
+        return f"pytest {shlex.quote(r.nodeid)}" if r.nodeid else ""
     if not r.case_path:
         return ""
-    if kernels.get(r.kernel) is None:  # a test's own round (a CUDA-graph chain, ...): no record replays it
-        return f"pytest '{r.nodeid}' --ddtree-tier {r.tier}" if r.nodeid else ""
-    tier = " --tier interpret" if r.tier == "interpret" else ""
-    kernel = "" if kernels.base_name(r.kernel) == VERIFY else f" --kernel {r.kernel}"
-    return f"python -m ddtree_compat replay {r.case_path} --backend {r.backend}{kernel}{tier}"
+    cli = kernels.replay_cli(r.case_path, r.backend, r.kernel, "interpret" if r.tier == "interpret" else None)
+    if cli is None:  # a test's own round (a CUDA-graph chain, ...): no record replays it
+        return f"pytest {shlex.quote(r.nodeid)} --ddtree-tier {r.tier}" if r.nodeid else ""
+    return cli

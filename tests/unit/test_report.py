@@ -162,6 +162,9 @@ def test_picture_and_summary_table_stay_bounded_for_the_full_profile():
     ("verify_tree_greedy", "python -m ddtree_compat replay c.json --backend b"),
     ("ddtree_sample_chain@graph", "pytest 'k/test_d.py::test_round[x]' --ddtree-tier device"),  # no record: the cell
     ("verify_commit@graph", "pytest 'k/test_d.py::test_round[x]' --ddtree-tier device"),
+    # the verify record's own run would not capture a CUDA graph: the graph cell replays as itself
+    ("verify_tree_greedy@graph", "pytest 'k/test_d.py::test_round[x]' --ddtree-tier device"),
+    ("verify_attention@emulated-sm120", "python -m ddtree_compat replay c.json --backend b"),  # its case says sm120
 ])
 def test_a_failed_cell_replays_through_what_can_replay_it(kernel, starts):
     from ddtree_compat.report.summary import replay_command
@@ -170,3 +173,21 @@ def test_a_failed_cell_replays_through_what_can_replay_it(kernel, starts):
     r = ResultRecord(kernel=kernel, tier="device", backend="b", arch="sm90", case_id="c", outcome="fault",
                      case_path="c.json", nodeid="k/test_d.py::test_round[x]")
     assert replay_command(r) == starts
+
+
+@pytest.mark.parametrize("kernel, cli", [
+    ("verify_tree_greedy", "python -m ddtree_compat replay c.json --backend oracle --tier device"),
+    ("move_kv", "python -m ddtree_compat replay c.json --backend oracle --kernel move_kv --tier device"),
+    ("verify_tree_greedy@graph", None),  # the CUDA-graph round: only its pytest cell replays it
+    ("ddtree_sample_chain@graph", None),
+])
+def test_a_failing_cell_s_replay_line_names_what_can_replay_it(kernel, cli):
+    """The failure message's line, beside the report's (above): the CLI part only where a record replays the label."""
+    from ddtree_compat.backends.oracle import OracleBackend
+    from ddtree_compat.plugin.cells import replay_line
+    from ddtree_compat.tiers import Target
+
+    line = replay_line("c.json", OracleBackend(), Target("device", "cuda:0", "sm90"), "k/t.py::t[x]", kernel)
+    given = "--ddtree-case c.json --ddtree-backend oracle " if kernel == "verify_tree_greedy" else ""
+    again = f"pytest 'k/t.py::t[x]' {given}--ddtree-tier device"
+    assert line == (f"replay: {again}" if cli is None else f"replay: {cli}   |   {again}")
