@@ -46,7 +46,7 @@ def result_lines(path: Path) -> int:
 
 
 def pytest_cmd(tier: str, slice_: str, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "pytest", "ddtree_compat/kernel_tests/test_verify.py", "-q", "-p", "no:cacheprovider",
+    return [sys.executable, "-m", "pytest", "tests/kernels/test_verify.py", "-q", "-p", "no:cacheprovider",
             f"--ddtree-tier={tier}", "--ddtree-results=", "-k", slice_, *extra]
 
 
@@ -70,7 +70,7 @@ def main() -> int:
 
     sys.path.insert(0, str(ROOT))
     from ddtree_compat.arch import detect_gpus
-    from ddtree_compat.cases import grid
+    from ddtree_compat.families.verify.records import grid
     from ddtree_compat.tiers import resolve_tier
 
     gpus = detect_gpus()
@@ -85,7 +85,7 @@ def main() -> int:
                      *(["-n", workers] if workers != "default" else [])]
             with tempfile.TemporaryDirectory() as out:
                 wall, rc = timed([*sweep, "--out-dir", out, "--", "--ddtree-static=off",
-                                  "--ignore=ddtree_compat/kernel_tests/test_verify_attention.py"])
+                                  "--ignore=tests/kernels/test_verify_attention.py"])
                 cells = result_lines(Path(out) / "bench.jsonl")
             rows.append((f"time-to-verdict: default sweep (verify + commit + graph + properties), workers {workers}",
                          f"{wall:.1f} s", f"{cells} cells, exit {rc}"))
@@ -127,7 +127,7 @@ def main() -> int:
         rows.append((f"interpret tier {args.slice!r}: warm", f"{warm:.1f} s", f"{cold / max(warm, 1e-9):.2f}x faster"))
     if args.static:
         static_cache = tempfile.mkdtemp(prefix="ddtree-static-")
-        static = [sys.executable, "-m", "pytest", "ddtree_compat/kernel_tests/test_static.py", "-q", "-p", "no:cacheprovider",
+        static = [sys.executable, "-m", "pytest", "tests/kernels/test_static.py", "-q", "-p", "no:cacheprovider",
                   "-m", "static", "-n", str(os.cpu_count() or 1), "--ddtree-results=",
                   f"--ddtree-static-cache={static_cache}"]
         cold, rc_c = timed(static)

@@ -44,7 +44,7 @@ class Arch:
     "Technical Specifications per Compute Capability"; the per-block shared memory agrees with CCCL
     ``cuda/experimental/__device/arch_traits.cuh`` (per-SM capacity minus the 1 KB the driver reserves
     per block) and CUTLASS ``cutlass/arch/arch.h`` (``sm90``/``sm100_smem_capacity_bytes = 232448``,
-    ``sm120_smem_capacity_bytes = 101376``). ``ddtree_compat/kernel_tests/test_static.py`` checks the row of each
+    ``sm120_smem_capacity_bytes = 101376``). ``tests/kernels/test_static.py`` checks the row of each
     visible GPU against ``torch.cuda.get_device_properties``. Instruction classes: PTX ISA (wgmma needs
     sm_90a; tcgen05 the sm_100a family, not sm_120; cp.async.bulk.tensor sm_90 and later).
     """

@@ -1,6 +1,6 @@
 """Find a case by its id without building the whole grid (``python -m ddtree_compat replay <case id>``).
 
-Every record's cases come from its generator (:attr:`ddtree_compat.kernels.KernelRecord.cases`), most of
+Every record's cases come from its generator (:attr:`ddtree_compat.records.KernelRecord.cases`), most of
 them from the verify grid: a commit case is the verify case at grid position ``i`` with a layout rotating
 with ``i``. Building the default grid takes ~11 s on a 2-core CPU (the full grid ~3 min), so the lookup
 builds only the grid *window* of the id's group instead:
@@ -25,9 +25,9 @@ import sys
 from functools import cache
 from importlib import resources
 
-from . import kernels
-from .cases import check_profile, grid, grid_group
-from .topologies import TOPOLOGIES
+from . import records
+from .families.verify.records import check_profile, grid, grid_group
+from .families.verify.topologies import TOPOLOGIES
 
 INDEX_FILE = "grid_index.json"
 
@@ -60,7 +60,7 @@ def index() -> dict[str, list[tuple[int, int, str, int]]]:
 
 def compute_index(profile: str) -> list[tuple[int, int, str, int]]:
     """The index rows of a profile, from its grid (what ``scripts/gen_grid_index.py`` writes)."""
-    from .cases import grid_groups
+    from .families.verify.records import grid_groups
 
     return [(*key, len(grid_group(profile, *key))) for key in grid_groups(profile)]
 
@@ -112,7 +112,7 @@ def _matches(cases, case_id: str):
 
 
 def _attention_profiles(profile: str) -> tuple[str, ...]:
-    from .kernels.attention import PROFILES
+    from .families.attention.records import PROFILES
 
     return PROFILES if profile == "default" else PROFILES[:1]
 
@@ -130,14 +130,14 @@ def find(case_id: str, profile: str = "default"):
         print(f"ddtree_compat: note: {INDEX_FILE} does not match the {profile} grid (regenerate it with "
               "scripts/gen_grid_index.py); searching the whole grid", file=sys.stderr)
         verify = grid(profile)
-    generators = list(dict.fromkeys(r.cases for r in kernels.registry().values()))
+    generators = list(dict.fromkeys(r.cases for r in records.registry().values()))
     for attention in _attention_profiles(profile):
-        context = kernels.CaseContext(profile, verify, attention)
+        context = records.CaseContext(profile, verify, attention)
         for cases in generators:
             try:
                 found = _matches(cases(context), case_id)
             except NotInWindow:  # this generator reads other grid positions: give it the whole grid
-                found = _matches(cases(kernels.CaseContext(profile, grid(profile), attention)), case_id)
+                found = _matches(cases(records.CaseContext(profile, grid(profile), attention)), case_id)
             if found is not None:
                 return found
     return None

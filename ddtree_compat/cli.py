@@ -1,7 +1,7 @@
 """Command line: ``python -m ddtree_compat {sweep,report,diff,replay,cases}``.
 
-* ``sweep``: the main job. Runs the kernel tests (:mod:`ddtree_compat.kernel_tests`, inside the package, so
-  an installed wheel runs them from any folder) on the tier(s) this host has (device when a GPU is
+* ``sweep``: the main job. Runs the kernel tests (:mod:`ddtree_compat.kernel_tests`: the checkout's ``tests/kernels``, shipped
+  in the wheel, so an installed package runs them from any folder) on the tier(s) this host has (device when a GPU is
   visible; else the CPU interpreter), each tier in its own pytest process, appending to a dated results
   file, then writes the reports beside it (``.md``, ``.html``, ``.png``). The static tier (AOT compiles for
   every arch) runs once, in the first tier's process. Each pytest process starts by saying which backends
@@ -23,6 +23,7 @@ prints one line on stderr and exits 2, having run, written and removed nothing.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import subprocess
@@ -37,8 +38,9 @@ from .exitcodes import TABLE, Exit, combine, from_pytest
 EXIT_USAGE = int(Exit.USAGE)
 PROG = "python -m ddtree_compat"
 """How the CLI is run; every line it writes to stderr starts with it and the subcommand (argparse's too)."""
-KERNEL_TESTS = Path(__file__).resolve().parent / "kernel_tests"
-"""The kernel tests the sweep runs (a subpackage: installed with the wheel)."""
+KERNEL_TESTS = Path(importlib.util.find_spec("ddtree_compat.kernel_tests").origin).resolve().parent
+"""The kernel tests the sweep runs: the subpackage ``ddtree_compat.kernel_tests``, which is the checkout's
+``tests/kernels`` (``pyproject.toml`` maps it) and ships in the wheel."""
 SWEEP_INI = KERNEL_TESTS / "sweep.ini"
 """The sweep's pytest configuration (``-c``): a foreign ``pytest.ini`` or ``pyproject.toml`` above the
 installed package (a virtual environment inside a project) never applies to the sweep."""
@@ -73,7 +75,7 @@ def _sweep_inputs(args: argparse.Namespace) -> tuple[list, list[str], Path]:
     from . import impls
     from .arch import detect_gpus
     from .backends.registry import resolve
-    from .cases import check_profile
+    from .families.verify.records import check_profile
     from .plugin.markers import check_markexpr
     from .tiers import TIERS, resolve_tier
 
@@ -173,9 +175,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _sweep_config(tests: Path) -> list[str]:
-    """``-c`` and ``--rootdir`` for the package's own kernel tests (node ids read
-    ``ddtree_compat/kernel_tests/test_verify.py::...`` from a checkout and from an installed wheel alike);
-    nothing for tests of the user's own (``--tests``), which bring their configuration."""
+    """``-c`` and ``--rootdir`` for the package's own kernel tests (node ids read ``tests/kernels/test_verify.py::...``
+    from a checkout, ``ddtree_compat/kernel_tests/test_verify.py::...`` from an installed wheel: paths ``pytest``
+    takes from the checkout's root or the wheel's site-packages); nothing for tests of the user's own
+    (``--tests``), which bring their configuration."""
     inside = tests.resolve() == KERNEL_TESTS or KERNEL_TESTS in tests.resolve().parents
     return ["-c", str(SWEEP_INI), f"--rootdir={KERNEL_TESTS.parent.parent}"] if inside else []
 
@@ -317,9 +320,9 @@ def _replay_record(case, kernel: str | None, backend):
     Raises:
         DDTreeInputError: ``--kernel`` names no such record, or the case type has several and none is named.
     """
-    from . import backends, kernels
+    from . import backends, records
 
-    candidates = kernels.for_case(case)
+    candidates = records.for_case(case)
     names = [r.name for r in candidates]
     if kernel is None and len(candidates) > 1:
         raise DDTreeInputError("--kernel", None, ", ".join(names), f"a {type(case).__name__} feeds several kernels")
@@ -341,7 +344,7 @@ def _replay_case(ref: str, profile: str = "default"):
     Raises:
         DDTreeInputError: ``ref`` is neither a readable case file nor the id of such a case.
     """
-    from . import case_lookup, kernels
+    from . import case_lookup, records
 
     path = Path(ref)
     if path.exists() or path.suffix == ".json" or "/" in ref:
@@ -352,7 +355,7 @@ def _replay_case(ref: str, profile: str = "default"):
         except UnicodeDecodeError:
             raise DDTreeInputError("path", ref, "a case JSON file (UTF-8 text)", "binary, not text") from None
         try:
-            return kernels.case_from_json(text, ref)
+            return records.case_from_json(text, ref)
         except DDTreeInputError:
             raise
         except (TypeError, ValueError, KeyError, AttributeError, IndexError) as e:  # a field of the wrong shape
@@ -366,20 +369,20 @@ def _replay_case(ref: str, profile: str = "default"):
 
 
 def cmd_cases(args: argparse.Namespace) -> int:
-    from .cases import check_profile, grid
+    from .families.verify.records import check_profile, grid
 
-    from . import kernels
+    from . import records
 
     if args.attention:
-        from .kernels.attention import attention_cases
+        from .families.attention.records import attention_cases
 
         cases = attention_cases(args.attention)
     elif args.kernel:
-        record = kernels.get(args.kernel)
+        record = records.get(args.kernel)
         if record is None:
-            raise DDTreeInputError("--kernel", args.kernel, ", ".join(kernels.registry()), "not a kernel")
+            raise DDTreeInputError("--kernel", args.kernel, ", ".join(records.registry()), "not a kernel")
         verify = grid(check_profile(args.profile))
-        cases = list({c.id: c for c in record.cases(kernels.CaseContext(args.profile, tuple(verify)))}.values())
+        cases = list({c.id: c for c in record.cases(records.CaseContext(args.profile, tuple(verify)))}.values())
     else:
         cases = grid(check_profile(args.profile))
     for c in cases:

@@ -24,9 +24,10 @@ like ``trap``; ``setmaxnreg`` outside a warpgroup-aligned region raised nothing.
 from __future__ import annotations
 
 from ._triton_env import triton_or_none
-from .backends import Backend, Implementation
+from .backends import Backend, KernelImpl
+from .backends.oracle import OracleBackend
 from .backends.sglang_locate import Place
-from .kernels.verify import VERIFY
+from .families.verify.records import VERIFY
 
 triton, tl = triton_or_none()
 
@@ -63,7 +64,7 @@ if triton is not None:
 class _Injector(Backend):
     name = "fault"
     expected_fault = "other"
-    implements = (Implementation(VERIFY, "cuda", what="fault injection (a real CUDA device)",
+    implements = (KernelImpl(VERIFY, "cuda", what="fault injection (a real CUDA device)",
                                  places=(Place("triton", "jit"),)),)
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
@@ -130,3 +131,61 @@ class Oom(_Injector):
 
 
 INJECTORS = (OobWrite, Misaligned, DeviceAssert, Trap, IllegalInstruction, Hang, Oom)
+
+
+# --------------------------------------------------------------------------------------------------
+# CPU fault backends: the same fault classes without a GPU (containment tests on any host)
+# --------------------------------------------------------------------------------------------------
+
+
+class Raises(OracleBackend):
+    """Raises a CUDA-style error (classified ``illegal-instruction``)."""
+
+    name = "mutant-raises"
+
+    def verify_tree_greedy(self, *args) -> None:
+        raise RuntimeError("CUDA error: an illegal instruction was encountered")
+
+
+class RaisesOOM(OracleBackend):
+    """Raises an out-of-memory error: a fault, but not sticky (the worker goes on)."""
+
+    name = "mutant-oom"
+
+    def verify_tree_greedy(self, *args) -> None:
+        raise RuntimeError("CUDA out of memory. Tried to allocate 16.00 TiB")
+
+
+class Aborts(OracleBackend):
+    """Kills its own process (SIGABRT), as a crashing native library would: the controller records it."""
+
+    name = "mutant-aborts"
+
+    def verify_tree_greedy(self, *args) -> None:
+        import os
+
+        os.abort()
+
+
+class Hangs(OracleBackend):
+    """Never returns (a kernel spinning forever): the per-case timeout kills the worker; class ``hang``."""
+
+    name = "mutant-hangs"
+
+    def verify_tree_greedy(self, *args) -> None:
+        import time
+
+        while True:
+            time.sleep(1)
+
+
+class Slow(OracleBackend):
+    """Correct but takes 0.3 s a cell: for killing a run midway and resuming it."""
+
+    name = "mutant-slow"
+
+    def verify_tree_greedy(self, *args) -> None:
+        import time
+
+        time.sleep(0.3)
+        super().verify_tree_greedy(*args)

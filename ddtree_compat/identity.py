@@ -17,7 +17,7 @@ distribution): the version string does not identify the code under test. In orde
    (``direct_url.json``: ``vcs_info.commit_id`` and ``url``, PEP 610).
 5. **version**: ``sglang <version>`` (a release, e.g. 0.5.23 from PyPI, is named by its version).
 
-:func:`identify` returns an :class:`Implementation`; its :attr:`~Implementation.name` becomes part of the
+:func:`identify` returns an :class:`ImplIdentity`; its :attr:`~ImplIdentity.name` becomes part of the
 e2e cells' backend (``sglang-ddtree@NAME``), so each implementation is its own column.
 """
 
@@ -33,7 +33,7 @@ ENV = "DDTREE_E2E_IMPL"
 
 
 @dataclass(frozen=True)
-class Implementation:
+class ImplIdentity:
     """The SGLang the servers run.
 
     Attributes:
@@ -82,7 +82,7 @@ def _short_repo(url: str) -> str:
     return f"{host}{sep}{rest}".removesuffix(".git").rstrip("/")
 
 
-def from_git(path: str) -> Implementation | None:
+def from_git(path: str) -> ImplIdentity | None:
     """The git work tree holding ``path``, or ``None``."""
     commit = _git(path, "rev-parse", "HEAD")
     if not commit or not _git(path, "ls-files", "__init__.py"):  # not a work tree, or sglang is not tracked in it
@@ -92,10 +92,10 @@ def from_git(path: str) -> Implementation | None:
     dirty = bool(_git(path, "status", "--porcelain", "--untracked-files=no"))
     base = repo.rsplit("/", 1)[-1] if repo else Path(_git(path, "rev-parse", "--show-toplevel") or path).name
     label = f"{repo or base}@{commit} ({branch}{', local changes' if dirty else ''})"
-    return Implementation(f"{base}-{commit[:8]}", label, "git", repo, commit, branch, dirty, path)
+    return ImplIdentity(f"{base}-{commit[:8]}", label, "git", repo, commit, branch, dirty, path)
 
 
-def from_env(text: str, path: str = "") -> Implementation | None:
+def from_env(text: str, path: str = "") -> ImplIdentity | None:
     """``DDTREE_E2E_IMPL`` text (``"NAME REPO@COMMIT (BRANCH)"``, or free text: its first word is the name)."""
     text = text.strip()
     if not text:
@@ -103,10 +103,10 @@ def from_env(text: str, path: str = "") -> Implementation | None:
     name = text.split()[0]
     m = re.search(r"(\S+)@([0-9a-f]{7,40})\b(?:\s*\(([^)]*)\))?", text)
     repo, commit, branch = (m.group(1), m.group(2), m.group(3) or "") if m else ("", "", "")
-    return Implementation(name, text, "env", repo, commit, branch, False, path)
+    return ImplIdentity(name, text, "env", repo, commit, branch, False, path)
 
 
-def from_direct_url(direct_url: dict | None, path: str = "") -> Implementation | None:
+def from_direct_url(direct_url: dict | None, path: str = "") -> ImplIdentity | None:
     """A PEP 610 ``direct_url.json`` with ``vcs_info`` (``pip install git+https://...@commit``)."""
     vcs = (direct_url or {}).get("vcs_info") or {}
     if not vcs.get("commit_id"):
@@ -114,14 +114,14 @@ def from_direct_url(direct_url: dict | None, path: str = "") -> Implementation |
     repo, commit = _short_repo(direct_url.get("url", "")), vcs["commit_id"]
     branch = vcs.get("requested_revision", "")
     base = repo.rsplit("/", 1)[-1] or "sglang"
-    return Implementation(f"{base}-{commit[:8]}", f"{repo}@{commit}" + (f" ({branch})" if branch else ""), "pip",
+    return ImplIdentity(f"{base}-{commit[:8]}", f"{repo}@{commit}" + (f" ({branch})" if branch else ""), "pip",
                           repo, commit, branch, False, path)
 
 
 IDENTITY_FILE = "ddtree-impl.json"
 
 
-def from_file(path: str) -> Implementation | None:
+def from_file(path: str) -> ImplIdentity | None:
     """A ``ddtree-impl.json`` beside the tree's ``python/`` folder (or beside the package), or ``None``.
 
     Raises:
@@ -140,16 +140,16 @@ def from_file(path: str) -> Implementation | None:
             repo, commit = str(data.get("repo", "")), str(data.get("commit", ""))
             name = str(data.get("name") or f"{root.name}")
             label = f"{_short_repo(repo) if repo else name}@{commit}" if commit else name
-            return Implementation(name, label, "file", _short_repo(repo) if repo else "", commit, "", False, path)
+            return ImplIdentity(name, label, "file", _short_repo(repo) if repo else "", commit, "", False, path)
     return None
 
 
 def identify(path: str, version: str | None, direct_url: dict | None = None,
-             env: dict[str, str] | None = None) -> Implementation:
+             env: dict[str, str] | None = None) -> ImplIdentity:
     """Name the implementation whose ``sglang`` package is at ``path`` (see the module docstring)."""
     env = os.environ if env is None else env
     for found in (from_git(path) if path else None, from_file(path) if path else None,
                   from_env(env.get(ENV, ""), path), from_direct_url(direct_url, path)):
         if found is not None:
             return found
-    return Implementation("", f"sglang {version}", "version", path=path)
+    return ImplIdentity("", f"sglang {version}", "version", path=path)

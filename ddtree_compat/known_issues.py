@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .arch import FAMILIES, family, parse_arch
 from .errors import ArchError, KnownIssuesError
-from .topologies import TOPOLOGIES
+from .families.verify.topologies import TOPOLOGIES
 
 try:
     import tomllib

@@ -131,7 +131,7 @@ def worker_cpu_threads(workers: int, cpus: int | None = None) -> int:
 
     Each worker's torch would otherwise start one OpenMP thread per core, and ``N`` workers then run
     ``N x cores`` spinning threads: measured on a 2-core box, four concurrent collections of
-    ``ddtree_compat/kernel_tests`` took 86 s each with torch's default threads and 13 s with one thread each. On the
+    ``tests/kernels`` took 86 s each with torch's default threads and 13 s with one thread each. On the
     16-core H200 host, 8 workers never finished collecting within 240 s (docs/device-runs.md).
 
     Args:

@@ -27,18 +27,18 @@ while [ $# -gt 0 ]; do
     ddtree)  # every DDTree kernel of every implementation over the default grid, and the round in one CUDA graph
       mkdir -p /tmp/impls
       IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
-      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE" --tests ddtree_compat/kernel_tests/test_ddtree.py -- --ddtree-static=off ;;
+      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE" --tests tests/kernels/test_ddtree.py -- --ddtree-static=off ;;
     default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
-      sweep default "$SITE" -- --ddtree-static=off --ignore=ddtree_compat/kernel_tests/test_verify_attention.py \
-        --ignore=ddtree_compat/kernel_tests/test_ddtree.py ;;
+      sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
+        --ignore=tests/kernels/test_ddtree.py ;;
     versions)  # the verify and commit kernels of each release at the field's budgets
       shift
       for v in "$@"; do
         mkdir -p "/tmp/sgl-$v"
         whl=$(ls .carry/wheels-*/s-sglang-"$v"-*.whl /tmp/wheels/s-sglang-"$v"-*.whl 2>/dev/null | head -1)
         [ -n "$whl" ] && [ ! -d "/tmp/sgl-$v/sglang" ] && python3 -m zipfile -e "$whl" "/tmp/sgl-$v"
-        sweep "sglang-$v" "/tmp/sgl-$v:$SITE" --tests ddtree_compat/kernel_tests/test_verify.py -- --ddtree-static=off \
-          ddtree_compat/kernel_tests/test_commit.py -k "b8- or b12- or b15- or b16- or b32- or b64-"
+        sweep "sglang-$v" "/tmp/sgl-$v:$SITE" --tests tests/kernels/test_verify.py -- --ddtree-static=off \
+          tests/kernels/test_commit.py -k "b8- or b12- or b15- or b16- or b32- or b64-"
       done
       break ;;
   esac

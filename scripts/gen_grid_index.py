@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from ddtree_compat.case_lookup import INDEX_FILE, compute_index
-from ddtree_compat.cases import PROFILES
+from ddtree_compat.families.verify.records import PROFILES
 
 PATH = Path(__file__).resolve().parent.parent / "ddtree_compat" / INDEX_FILE
 

@@ -3,7 +3,7 @@
 A backend is a :class:`Backend` (or any object with the same two attributes):
 
 * ``name``: its column in the matrix (``sglang-triton``);
-* ``implements``: one :class:`Implementation` per kernel it has: the kernel's record name
+* ``implements``: one :class:`KernelImpl` per kernel it has: the kernel's record name
   (:mod:`ddtree_compat.kernels`), the runtime it runs on (where it can run), the module it lives in,
   and its static-tier entries. The backend has a method of the kernel's name (signatures in the
   records' modules).
@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from ..kernels import base_name
+from ..records import base_name
 from ..tiers import Target
 from . import sglang_locate
 
@@ -32,7 +32,7 @@ RUNTIMES = ("host", "triton", "cuda", "torch")
 
 
 @dataclass(frozen=True)
-class Implementation:
+class KernelImpl:
     """One kernel of a backend, and where it can run.
 
     Attributes:
@@ -65,10 +65,10 @@ class Backend:
     """Base of the built-in backends: ``name`` and ``implements`` (see the module docstring)."""
 
     name = ""
-    implements: tuple[Implementation, ...] = ()
+    implements: tuple[KernelImpl, ...] = ()
 
 
-def implementation(backend, kernel: str) -> Implementation | None:
+def implementation(backend, kernel: str) -> KernelImpl | None:
     """The backend's implementation of a kernel name or label (``verify_tree_greedy@graph``), or ``None``."""
     name = base_name(kernel)
     return next((i for i in getattr(backend, "implements", ()) if i.kernel == name), None)
@@ -79,7 +79,7 @@ def kernels_of(backend) -> tuple[str, ...]:
     return tuple(i.kernel for i in getattr(backend, "implements", ()))
 
 
-def with_static(implements: tuple[Implementation, ...], kernel: str, static: tuple) -> tuple[Implementation, ...]:
+def with_static(implements: tuple[KernelImpl, ...], kernel: str, static: tuple) -> tuple[KernelImpl, ...]:
     """``implements`` with ``kernel``'s static entries replaced (for a backend derived from another)."""
     return tuple(replace(i, static=static) if i.kernel == kernel else i for i in implements)
 
@@ -96,7 +96,7 @@ def _cuda_reason() -> str | None:
     return None
 
 
-def _runtime_reason(impl: Implementation, target: Target) -> str | None:
+def _runtime_reason(impl: KernelImpl, target: Target) -> str | None:
     if impl.runtime == "host":
         return None
     if impl.runtime == "cuda":

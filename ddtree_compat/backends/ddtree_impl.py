@@ -13,99 +13,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import impls
-from ..kernels.ddtree import (BUILD, BUILD_CPU, COMPILE, COMPILE_CPU, EAGLE_LINKS, FA_FULL, FA_SUFFIX, FOLLOW,
-                              FOLLOW_CPU, GRAPH_BUCKETS, PRUNE, SAMPLE)
+from ..families.ddtree import places
+from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS
 from ..static.kernels import Spec, TritonKernel
-from . import Backend, Implementation
+from . import Backend, KernelImpl
 
 SPEC_PREFIX = "ddtree-impl:"
 
 
-def _next_pow2(x: int) -> int:
-    return 1 << max(0, x - 1).bit_length()
-
-
-# (record, wrapper in the kernel module, its @triton.jit kernels) / (record, helpers of ddtree_utils.py)
-TRITON = ((BUILD, "build_ddtree_tree_triton", ("_build_ddtree_heap_kernel",)),
-          (PRUNE, "prune_ddtree_deepest_chains_triton", ("_prune_deepest_chains_kernel",)),
-          (COMPILE, "compile_ddtree_tree_triton", ("_compile_ddtree_verify_inputs_kernel",
-                                                   "_pad_ddtree_visibility_kernel", "_compile_ddtree_packed_mask_kernel")),
-          (FA_SUFFIX, "build_ddtree_fa_suffix_metadata_triton", ("_build_fa_suffix_metadata_kernel",)),
-          (FA_FULL, "build_ddtree_fa_full_metadata_triton", ("_copy_fa_full_prefix_metadata_kernel",
-                                                             "_append_fa_visible_suffix_metadata_kernel")),
-          (FOLLOW, "follow_ddtree_verified_path_triton", ("_follow_verified_tree_kernel",)),
-          (SAMPLE, "sample_ddtree_target_probs_triton", ("_sample_ddtree_accept_path_kernel",)))
-CPU = ((BUILD_CPU, ("build_ddtree_tree",)), (COMPILE_CPU, ("compile_ddtree_tree",)),
-       (FOLLOW_CPU, ("follow_verified_tree", "build_child_maps_from_parent_metadata")),
-       (GRAPH_BUCKETS, ("resolve_ddtree_cuda_graph_buckets", "select_ddtree_cuda_graph_bucket")))
-
-# The kernels' runtime parameters (all pointers; every size and stride is a constexpr) and the constexprs
-# their wrappers derive, from the wrappers' launches (``../shared/ddtree-impls/README.md``).
-SIGNATURES = {
-    "_build_ddtree_heap_kernel": (("top_log_probs", "*fp32"), ("top_token_ids", "*i64"), ("out_node_token_ids", "*i64"),
-                                  ("out_node_depths", "*i64"), ("out_parents", "*i64"), ("out_visibility", "*i1"),
-                                  ("out_actual_tree_sizes", "*i64"), ("heap_scores", "*fp64"),
-                                  ("heap_parents", "*i32"), ("heap_depths", "*i32"), ("heap_ranks", "*i32")),
-    "_prune_deepest_chains_kernel": (("in_node_token_ids", "*i64"), ("in_node_depths", "*i64"), ("in_parents", "*i64"),
-                                     ("in_visibility", "*i1"), ("out_node_token_ids", "*i64"),
-                                     ("out_node_depths", "*i64"), ("out_parents", "*i64"), ("out_visibility", "*i1"),
-                                     ("out_actual_tree_sizes", "*i64"), ("scratch", "*i32")),
-    "_compile_ddtree_verify_inputs_kernel": (("root_token_ids", "*i64"), ("node_token_ids", "*i64"),
-                                             ("node_depths", "*i64"), ("start_positions", "*i64"),
-                                             ("verify_input_ids", "*i64"), ("verify_position_ids", "*i64")),
-    "_pad_ddtree_visibility_kernel": (("visibility", "*i1"), ("actual_tree_sizes", "*i64")),
-    "_compile_ddtree_packed_mask_kernel": (("visibility", "*i1"), ("actual_tree_sizes", "*i64"),
-                                           ("past_lengths", "*i64"), ("tree_attention_mask", "*i1")),
-    "_build_fa_suffix_metadata_kernel": (("visibility", "*i1"), ("req_to_token", "*i32"), ("req_pool_indices", "*i64"),
-                                         ("seq_lens", "*i64"), ("page_table", "*i32"), ("cache_seqlens", "*i32")),
-    "_copy_fa_full_prefix_metadata_kernel": (("req_to_token", "*i32"), ("req_pool_indices", "*i64"),
-                                             ("seq_lens", "*i64"), ("page_table", "*i32")),
-    "_append_fa_visible_suffix_metadata_kernel": (("visibility", "*i1"), ("req_to_token", "*i32"),
-                                                  ("req_pool_indices", "*i64"), ("seq_lens", "*i64"),
-                                                  ("page_table", "*i32"), ("cache_seqlens", "*i32")),
-    "_follow_verified_tree_kernel": (("draft_tokens", "*i64"), ("target_predict", "*i64"), ("parents", "*i64"),
-                                     ("actual_tree_sizes", "*i64"), ("accepted_indices", "*i64"),
-                                     ("accepted_token_ids", "*i64"), ("accepted_lens", "*i64"), ("next_tokens", "*i64")),
-    "_sample_ddtree_accept_path_kernel": (("target_probs", "*fp32"), ("draft_tokens", "*i64"), ("parents", "*i64"),
-                                          ("actual_tree_sizes", "*i64"), ("uniform_samples", "*fp32"),
-                                          ("accepted_indices", "*i64"), ("accepted_token_ids", "*i64"),
-                                          ("accepted_lens", "*i64"), ("next_tokens", "*i64"), ("reject_indices", "*i64"),
-                                          ("reject_child_tokens", "*i64"), ("reject_child_counts", "*i64")),
-}
-STATIC_BLOCK, STATIC_BATCH, STATIC_VOCAB, STATIC_CONTEXT = 16, 8, 151936, 4096
-
-
-def _constexprs(kernel: str, budget: int) -> dict:
-    """The constexprs the wrapper derives for budget ``B`` at the live width ``q = B + 1`` (block size 16,
-    ``K = B``, batch 8, a Qwen-sized vocabulary, a 4096-token context)."""
-    q, depth = budget + 1, STATIC_BLOCK - 1
-    vis = dict(VIS_B_STRIDE=q * q, VIS_ROW_STRIDE=q, VIS_COL_STRIDE=1)
-    return {
-        "_build_ddtree_heap_kernel": dict(BUDGET=budget, MAX_NODES=q, DEPTH_LIMIT=depth, TOPK=budget,
-                                          HEAP_CAP=_next_pow2(2 * budget + 4), NODE_BLOCK=_next_pow2(q),
-                                          VIS_BLOCK=_next_pow2(q * q)),
-        "_prune_deepest_chains_kernel": dict(BUDGET=budget, MAX_NODES=q, NODE_BLOCK=_next_pow2(q),
-                                             VIS_BLOCK=_next_pow2(q * q), SCRATCH_STRIDE=_next_pow2(2 * budget + 4)),
-        "_compile_ddtree_verify_inputs_kernel": dict(Q_LEN=q, NODE_STRIDE=budget, BLOCK_Q=_next_pow2(q)),
-        "_pad_ddtree_visibility_kernel": dict(Q_LEN=q, BLOCK_Q=_next_pow2(q), **vis),
-        "_compile_ddtree_packed_mask_kernel": dict(Q_LEN=q, BS=STATIC_BATCH, BLOCK_K=256, **vis),
-        "_build_fa_suffix_metadata_kernel": dict(Q_LEN=q, REQ_TO_TOKEN_B_STRIDE=STATIC_CONTEXT, BLOCK_Q=_next_pow2(q),
-                                                 **vis),
-        "_copy_fa_full_prefix_metadata_kernel": dict(Q_LEN=q, PAGE_TABLE_ROW_STRIDE=STATIC_CONTEXT + q,
-                                                     REQ_TO_TOKEN_B_STRIDE=STATIC_CONTEXT,
-                                                     PREFIX_CAPACITY=STATIC_CONTEXT, BLOCK_N=256),
-        "_append_fa_visible_suffix_metadata_kernel": dict(Q_LEN=q, REQ_TO_TOKEN_B_STRIDE=STATIC_CONTEXT,
-                                                          PAGE_TABLE_ROW_STRIDE=STATIC_CONTEXT + q,
-                                                          BLOCK_Q=_next_pow2(q), **vis),
-        "_follow_verified_tree_kernel": dict(Q_LEN=q, BLOCK_Q=_next_pow2(q)),
-        "_sample_ddtree_accept_path_kernel": dict(Q_LEN=q, VOCAB_SIZE=STATIC_VOCAB, BLOCK_Q=_next_pow2(q)),
-    }[kernel]
-
-
-def _specs(kernel: str):
+def _specs(jit: places.Jit):
     def specs(cases, arch: str):
         budgets = sorted({c.budget for c in cases if getattr(c, "budget", 0) >= 1})
-        return [Spec(f"b{b}", tuple(_constexprs(kernel, b).items())) for b in budgets]
+        return [Spec(f"b{b}", tuple(jit.constexprs(b).items())) for b in budgets]
 
     return specs
 
@@ -117,11 +36,11 @@ def _no_prune(where: str):
     return refuse
 
 
-def static_entries(impl: impls.DDTreeImpl, jit_names: tuple[str, ...]) -> tuple[TritonKernel, ...]:
+def static_entries(impl: impls.DDTreeImpl, jits: tuple[places.Jit, ...]) -> tuple[TritonKernel, ...]:
     """Static-tier entries of an implementation's kernels, at the grid's budgets (``q = B + 1``)."""
-    return tuple(TritonKernel(kernel=name.strip("_"), fn=f"{impl.kernel_module}::{name}", signature=SIGNATURES[name],
-                              specialize_all=_specs(name))
-                 for name in jit_names if name in impl.kernel_functions and name in SIGNATURES)
+    return tuple(TritonKernel(kernel=j.name.strip("_"), fn=f"{impl.kernel_module}::{j.name}", signature=j.signature,
+                              specialize_all=_specs(j))
+                 for j in jits if j.name in impl.kernel_functions)
 
 
 class DDTreeImplBackend(Backend):
@@ -136,19 +55,18 @@ class DDTreeImplBackend(Backend):
         self.name = impl.name
         where = f"{impl.name} ({impl.repo or impl.package})"
         declared = []
-        for record, wrapper, jit in TRITON:
-            if impl.kernel_module is not None and wrapper in impl.kernel_functions:
-                declared.append(Implementation(record.name, "cuda", what=f"{where}'s Triton {wrapper} (it raises "
-                                               "ValueError on CPU tensors)",
-                                               static=static_entries(impl, jit)))
-        for record, helpers in CPU:
-            if impl.utils_module is not None and all(h in impl.utils_functions for h in helpers):
-                declared.append(Implementation(record.name, "host", what=f"{where}'s {helpers[0]}"))
+        for w in places.WRAPPERS:
+            if impl.kernel_module is not None and w.wrapper in impl.kernel_functions:
+                declared.append(KernelImpl(w.record, "cuda", what=f"{where}'s Triton {w.wrapper} (it raises "
+                                               "ValueError on CPU tensors)", static=static_entries(impl, w.jit)))
+        for h in places.HELPERS:
+            if impl.utils_module is not None and all(f in impl.utils_functions for f in h.helpers):
+                declared.append(KernelImpl(h.record, "host", what=f"{where}'s {h.helpers[0]}"))
         if impl.dflash_builder is not None:
             if not any(i.kernel == BUILD_CPU.name for i in declared):
-                declared.append(Implementation(BUILD_CPU.name, "host", what=f"{where}'s build_ddtree_tree_one_req",
+                declared.append(KernelImpl(BUILD_CPU.name, "host", what=f"{where}'s build_ddtree_tree_one_req",
                                                refuse=_no_prune(where)))
-            declared.append(Implementation(EAGLE_LINKS.name, "host", what=f"{where}'s build_ddtree_tree_one_req"))
+            declared.append(KernelImpl(EAGLE_LINKS.name, "host", what=f"{where}'s build_ddtree_tree_one_req"))
         self.implements = tuple(declared)
 
     # ---- loading the implementation's code
@@ -166,7 +84,7 @@ class DDTreeImplBackend(Backend):
                      out_sizes) -> None:
         import torch
 
-        bs, cap = top_log_probs.shape[0], _next_pow2(2 * budget + 4)
+        bs, cap = top_log_probs.shape[0], places.next_pow2(2 * budget + 4)
         device = top_log_probs.device
         scratch = dict(heap_scores=torch.empty(bs, cap, dtype=torch.float64, device=device),
                        heap_parents=torch.empty(bs, cap, dtype=torch.int32, device=device),
@@ -181,7 +99,7 @@ class DDTreeImplBackend(Backend):
                      out_visibility, out_sizes, budget) -> None:
         import torch
 
-        scratch = torch.empty(in_tokens.shape[0], _next_pow2(2 * budget + 4), dtype=torch.int32, device=in_tokens.device)
+        scratch = torch.empty(in_tokens.shape[0], places.next_pow2(2 * budget + 4), dtype=torch.int32, device=in_tokens.device)
         self._kernels().prune_ddtree_deepest_chains_triton(
             in_node_token_ids=in_tokens, in_node_depths=in_depths, in_parents=in_parents, in_visibility=in_visibility,
             out_node_token_ids=out_tokens, out_node_depths=out_depths, out_parents=out_parents,

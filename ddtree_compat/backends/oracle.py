@@ -15,16 +15,16 @@ import math
 
 import torch
 
-from ..kernels.attention import KERNEL as VERIFY_ATTENTION
-from ..kernels.commit import KERNELS as COMMIT_KERNELS
-from ..kernels.verify import VERIFY
-from ..oracle import verify_greedy_eagle
-from . import Backend, Implementation
+from ..families.attention.records import KERNEL as VERIFY_ATTENTION
+from ..families.commit.records import KERNELS as COMMIT_KERNELS
+from ..families.verify.records import VERIFY
+from ..families.verify.oracle import verify_greedy_eagle
+from . import Backend, KernelImpl
 
 
 class OracleBackend(Backend):
     name = "oracle"
-    implements = tuple(Implementation(k, "host", what="the oracle (Python on the host)")
+    implements = tuple(KernelImpl(k, "host", what="the oracle (Python on the host)")
                        for k in (VERIFY, *COMMIT_KERNELS, VERIFY_ATTENTION))
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,

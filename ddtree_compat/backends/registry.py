@@ -37,8 +37,8 @@ def _load(spec: str, where: str):
         raise BackendError(where, spec, "an importable module:object", f"cannot load ({type(e).__name__}: {e})")
     backend = obj() if isinstance(obj, type) else obj
     if not isinstance(getattr(backend, "name", None), str) or not kernels_of(backend):
-        raise BackendError(where, spec, "an object with a name and implements (one Implementation per kernel, "
-                           "ddtree_compat.backends.Implementation)", "not a backend")
+        raise BackendError(where, spec, "an object with a name and implements (one KernelImpl per kernel, "
+                           "ddtree_compat.backends.KernelImpl)", "not a backend")
     missing = [k for k in kernels_of(backend) if not callable(getattr(backend, k, None))]
     if missing:
         raise BackendError(where, spec, "a method for every kernel it implements", f"no method {missing[0]}")

@@ -8,9 +8,9 @@ all on one CUDA device. One CUDA thread walks each request.
 
 from __future__ import annotations
 
-from ..kernels.verify import VERIFY
+from ..families.verify.records import VERIFY
 from ..static.kernels import SGLANG_VERIFY_CUDA
-from . import Backend, Implementation
+from . import Backend, KernelImpl
 from .sglang_locate import Place, locate
 
 PLACES = (Place("sglang.kernels.ops.speculative.tree", "verify_tree_greedy", seen="0.5.22, 0.5.23"),)
@@ -19,7 +19,7 @@ PLACES = (Place("sglang.kernels.ops.speculative.tree", "verify_tree_greedy", see
 class SGLangCudaBackend(Backend):
     name = "sglang-cuda"
     implements = (
-        Implementation(VERIFY, "cuda", what="tvm-ffi JIT CUDA kernel", places=PLACES,
+        KernelImpl(VERIFY, "cuda", what="tvm-ffi JIT CUDA kernel", places=PLACES,
                        static=(SGLANG_VERIFY_CUDA,)),  # nvcc-built for every arch by the static tier
     )
 

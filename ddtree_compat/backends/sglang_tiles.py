@@ -40,7 +40,7 @@ TILE_KEYS = ("BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV", "BLOCK_M", "BLOCK_N", "num
 LAUNCH_KEYS = (*TILE_KEYS, "BLOCK_N_PREFIX", "num_stages", "PAGE_SIZE")
 
 
-def _module():
+def extend_attention_module():
     """The module of the installed SGLang's ``extend_attention_fwd`` (:data:`PLACES`).
 
     Raises:
@@ -54,7 +54,7 @@ def _module():
 
 def emulation_unavailable_reason() -> str | None:
     """Why arch emulation cannot work with the installed module, or ``None``."""
-    m = _module()
+    m = extend_attention_module()
     if getattr(m, "_is_hip", False):
         return "SGLang runs its ROCm branch here: CUDA tile choices cannot be emulated"
     if not callable(getattr(m, "_get_block_sizes_for_extend_attention", None)) or not hasattr(m, "_fwd_kernel"):
@@ -78,14 +78,14 @@ def capability(arch: str | None):
     reason = emulation_unavailable_reason()
     if reason:
         raise RuntimeError(reason)
-    with mock.patch.multiple(_module(), create=True, _is_cuda=True, CUDA_CAPABILITY=(major, minor)):
+    with mock.patch.multiple(extend_attention_module(), create=True, _is_cuda=True, CUDA_CAPABILITY=(major, minor)):
         yield
 
 
 def tile_choice(arch: str | None, head_dim: int, v_head_dim: int | None = None) -> dict[str, int]:
     """SGLang's tile choice for ``arch`` (``None``/``"native"``: this host) at head_dim ``Lq``/``Lv``:
     ``{BLOCK_DMODEL, BLOCK_DPE, BLOCK_DV, BLOCK_M, BLOCK_N, num_warps}``, from its own function."""
-    m = _module()
+    m = extend_attention_module()
     with capability(arch):
         values = m._get_block_sizes_for_extend_attention(head_dim, v_head_dim or head_dim)
     return dict(zip(TILE_KEYS, (int(v) for v in values)))
@@ -95,7 +95,7 @@ def tile_choice(arch: str | None, head_dim: int, v_head_dim: int | None = None) 
 def record_launch():
     """While active, every ``_fwd_kernel[grid](...)`` launch appends ``{grid, BLOCK_M, BLOCK_N, ...,
     num_warps, num_stages, PAGE_SIZE}`` (the keyword arguments it received) to the yielded list."""
-    m = _module()
+    m = extend_attention_module()
     real = m._fwd_kernel
     launches: list[dict] = []
 

@@ -9,8 +9,8 @@ CPU box this is a skip with that reason; it runs wherever the module imports.
 
 from __future__ import annotations
 
-from ..kernels.commit import MOVE_KV
-from . import Backend, Implementation
+from ..families.commit.records import MOVE_KV
+from . import Backend, KernelImpl
 from .sglang_locate import Place, locate
 
 PLACES = (Place("sglang.srt.mem_cache.memory_pool", "move_kv_cache_native", seen="0.5.12-0.5.23, DDTree trees"),)
@@ -18,7 +18,7 @@ PLACES = (Place("sglang.srt.mem_cache.memory_pool", "move_kv_cache_native", seen
 
 class SGLangTorchBackend(Backend):
     name = "sglang-torch"
-    implements = (Implementation(MOVE_KV.name, "torch", what="SGLang's move_kv_cache_native", places=PLACES),)
+    implements = (KernelImpl(MOVE_KV.name, "torch", what="SGLang's move_kv_cache_native", places=PLACES),)
 
     def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
         move_kv_cache_native, _ = locate(PLACES)

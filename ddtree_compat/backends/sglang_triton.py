@@ -18,13 +18,12 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from .._triton_env import interpreter_scalar_index
-from ..kernels.attention import KERNEL as VERIFY_ATTENTION
-from ..kernels.commit import (ACCEPT_OUT_CACHE_LOC, ASSIGN_REQ_TO_TOKEN, BONUS_TOKENS, COMMIT_OUTPUTS,
-                              FRONT_OUT_CACHE_LOC, MOVE_KV)
-from ..kernels.verify import VERIFY
+from ..families.attention.records import KERNEL as VERIFY_ATTENTION
+from ..families.commit.records import ACCEPT_OUT_CACHE_LOC, ASSIGN_REQ_TO_TOKEN, BONUS_TOKENS, COMMIT_OUTPUTS, FRONT_OUT_CACHE_LOC, MOVE_KV
+from ..families.verify.records import VERIFY
 from ..static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
                               SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, kv_copy_config)
-from . import Backend, Implementation, interpreter_on
+from . import Backend, KernelImpl, interpreter_on
 from . import sglang_tiles
 from .sglang_locate import Place, locate
 
@@ -87,16 +86,16 @@ class SGLangTritonBackend(Backend):
     # each with its static-tier entries (compiled for every arch): the verify kernel, the commit step's
     # kernels and the verify attention (each arch's own tile choice)
     implements = (
-        Implementation(VERIFY, "triton", places=PLACES[VERIFY], static=(SGLANG_VERIFY_TRITON,)),
-        Implementation(ACCEPT_OUT_CACHE_LOC.name, "triton", places=PLACES[ACCEPT_OUT_CACHE_LOC.name],
+        KernelImpl(VERIFY, "triton", places=PLACES[VERIFY], static=(SGLANG_VERIFY_TRITON,)),
+        KernelImpl(ACCEPT_OUT_CACHE_LOC.name, "triton", places=PLACES[ACCEPT_OUT_CACHE_LOC.name],
                        static=(SGLANG_FILL_ACCEPT_TRITON,)),
-        Implementation(FRONT_OUT_CACHE_LOC.name, "triton", places=PLACES[FRONT_OUT_CACHE_LOC.name],
+        KernelImpl(FRONT_OUT_CACHE_LOC.name, "triton", places=PLACES[FRONT_OUT_CACHE_LOC.name],
                        static=(SGLANG_FRONT_OUT_TRITON,)),
-        Implementation(COMMIT_OUTPUTS.name, "triton", places=PLACES[COMMIT_OUTPUTS.name]),
-        Implementation(BONUS_TOKENS.name, "triton", places=PLACES[BONUS_TOKENS.name]),
-        Implementation(ASSIGN_REQ_TO_TOKEN.name, "triton", places=PLACES[ASSIGN_REQ_TO_TOKEN.name]),
-        Implementation(MOVE_KV.name, "triton", places=PLACES[MOVE_KV.name], static=(SGLANG_MOVE_KV_TRITON,)),
-        Implementation(VERIFY_ATTENTION, "triton", places=PLACES[VERIFY_ATTENTION], refuse=_refuse_attention,
+        KernelImpl(COMMIT_OUTPUTS.name, "triton", places=PLACES[COMMIT_OUTPUTS.name]),
+        KernelImpl(BONUS_TOKENS.name, "triton", places=PLACES[BONUS_TOKENS.name]),
+        KernelImpl(ASSIGN_REQ_TO_TOKEN.name, "triton", places=PLACES[ASSIGN_REQ_TO_TOKEN.name]),
+        KernelImpl(MOVE_KV.name, "triton", places=PLACES[MOVE_KV.name], static=(SGLANG_MOVE_KV_TRITON,)),
+        KernelImpl(VERIFY_ATTENTION, "triton", places=PLACES[VERIFY_ATTENTION], refuse=_refuse_attention,
                        static=(SGLANG_VERIFY_ATTENTION,)),
     )
 

@@ -96,7 +96,7 @@ class Capabilities:
             reason (the cells skip with it), else ``None``.
         failure: why the probe failed otherwise (it raised something else, printed nothing or hung): the
             cells are ``error``, never a skip; else ``None``.
-        implementation: :meth:`ddtree_compat.identity.Implementation.as_json` of the imported ``sglang``
+        implementation: :meth:`ddtree_compat.identity.ImplIdentity.as_json` of the imported ``sglang``
             (repository and commit where known).
         eagle_graphs_import_flash_mla: the EAGLE worker imports ``FlashMLABackend`` while it captures the
             draft's CUDA graphs (SGLang 0.5.23), so EAGLE / STANDALONE graphs need ``flash_mla``.

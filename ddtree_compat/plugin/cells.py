@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from .. import kernels
+from .. import records
 from ..known_issues import KnownIssue
 from ..outcomes import Verdict
 from ..tiers import Target
@@ -61,7 +61,7 @@ def coordinates(target: Target, backend, case, nodeid: str, kernel: str) -> dict
 def known_issue(sess, target: Target, backend, kernel: str, case) -> KnownIssue | None:
     """The manifest entry covering a cell: a cell of a record the manifest keys (the verify grid's and the
     DDTree kernels'), or any other cell (a graph replay) that an entry names by its kernel label."""
-    record = kernels.get(kernel)
+    record = records.get(kernel)
     keyed = record is not None and record.known_issues and kernel == record.label_of(case)
     if not keyed and not hasattr(case, "coordinates"):
         return None
@@ -81,16 +81,16 @@ def record_of(cell: Cell):
 
 
 def replay_line(path, backend, target: Target, nodeid: str, kernel: str) -> str:
-    """The one line that replays a failing cell: in-process via the CLI (:func:`ddtree_compat.kernels.replay_cli`)
+    """The one line that replays a failing cell: in-process via the CLI (:func:`ddtree_compat.records.replay_cli`)
     and as the same pytest cell, or only the pytest cell where no record replays its kernel label."""
     from ..backends.registry import replay_spec
-    from ..kernels.verify import VERIFY
+    from ..families.verify.records import VERIFY
 
     spec = replay_spec(backend)
     # the verify tests take the case file and the backend spec; the other kernels' cells find their case by id
     given = f"--ddtree-case {shlex.quote(str(path))} --ddtree-backend {spec} " if kernel == VERIFY else ""
     again = f"pytest {shlex.quote(nodeid)} {given}--ddtree-tier {target.tier}"
-    cli = kernels.replay_cli(str(path), spec, kernel, target.tier)
+    cli = records.replay_cli(str(path), spec, kernel, target.tier)
     if cli is None:  # a test's own round (a CUDA-graph chain, ...): only its pytest cell replays it
         return f"replay: {again}"
     return f"replay: {cli}   |   {again}"
@@ -108,11 +108,11 @@ def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[
     launches (a label that is no record's, like ``verify_commit@graph``, needs them all)."""
     from ..backends import implementation, kernels_of, unavailable
 
-    launched = needs or (kernels.base_name(kernel),)
+    launched = needs or (records.base_name(kernel),)
     missing = [k for k in launched if k not in kernels_of(backend)]
     if missing:
         return f"{backend.name} has no {', '.join(missing)} kernel"
-    reason = next(filter(None, (unavailable(backend, k, target, case if k == kernels.base_name(kernel) else None)
+    reason = next(filter(None, (unavailable(backend, k, target, case if k == records.base_name(kernel) else None)
                                 for k in launched)), None)
     if not reason and kernel.endswith("@graph"):
         if target.tier != "device":
@@ -181,20 +181,20 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
 
 def run_record(kernel: str, case, backend, target: Target):
     """``run() -> Verdict`` for a cell of a registered kernel (its record's ``run``)."""
-    record = kernels.get(kernel)
+    record = records.get(kernel)
     return lambda: record.runner()(case, backend, target)
 
 
 @pytest.fixture
 def ddtree_check(request: pytest.FixtureRequest):
     """``check(target, backend, kernel, case) -> Verdict``: run one cell of a registered kernel (a record
-    name, :mod:`ddtree_compat.kernels`) through its record's check; see :func:`check_cell`."""
+    name, :mod:`ddtree_compat.records`) through its record's check; see :func:`check_cell`."""
 
     def check(target: Target, backend, kernel: str, case) -> Verdict:
-        record = kernels.get(kernel)
+        record = records.get(kernel)
         if record is None:
             raise pytest.UsageError(f"ddtree_check: no kernel record named {kernel!r} "
-                                    f"(known: {', '.join(kernels.registry())})")
+                                    f"(known: {', '.join(records.registry())})")
         label = record.label_of(case)
         return check_cell(request, target, backend, label, case, run_record(label, case, backend, target))
 
@@ -204,7 +204,7 @@ def ddtree_check(request: pytest.FixtureRequest):
 @pytest.fixture
 def ddtree_check_verify(ddtree_check):
     """``check(target, backend, case)``: one ``verify_tree_greedy`` cell (``ddtree_check`` with that kernel)."""
-    from ..kernels.verify import VERIFY
+    from ..families.verify.records import VERIFY
 
     return lambda target, backend, case: ddtree_check(target, backend, VERIFY, case)
 
@@ -219,7 +219,7 @@ def ddtree_check_commit(ddtree_check):
 def ddtree_check_attention(ddtree_check):
     """``check(target, backend, attention_case)``: one verify-attention cell (kernel ``verify_attention``
     or ``verify_attention@emulated-<arch>``, from the case)."""
-    from ..kernels.attention import KERNEL
+    from ..families.attention.records import KERNEL
 
     return lambda target, backend, case: ddtree_check(target, backend, KERNEL, case)
 

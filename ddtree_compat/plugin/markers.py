@@ -32,7 +32,7 @@ def names() -> set[str]:
 
 
 def register(config: pytest.Config, extra_archs: tuple[tuple[str, str], ...] = ()) -> None:
-    """Register the markers (``extra_archs``: ``(arch, description)`` of detected GPUs the table lacks)."""
+    """Register the markers (``extra_archs``: :func:`register_archs`)."""
     for tier in (*TIERS, STATIC, E2E):
         config.addinivalue_line("markers", f"{tier}: {TIER_HELP[tier]}")
     for arch, row in ARCHES.items():
@@ -43,7 +43,12 @@ def register(config: pytest.Config, extra_archs: tuple[tuple[str, str], ...] = (
                                        "(verify attention, kernel verify_attention@emulated-<arch>)")
     config.addinivalue_line("markers", "ddtree_needs(kernel, ...): a test taking only ddtree_target and ddtree_backend "
                                        "runs on the backends implementing these kernels")
-    for arch, text in extra_archs:
+    register_archs(config, extra_archs)
+
+
+def register_archs(config: pytest.Config, archs: tuple[tuple[str, str], ...]) -> None:
+    """Register ``(arch, description)`` markers of detected GPUs the arch table lacks."""
+    for arch, text in archs:
         config.addinivalue_line("markers", f"{arch}: {text}")
 
 

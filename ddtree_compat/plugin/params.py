@@ -1,7 +1,7 @@
 """Parametrization: which cells a test gets, their ids and marks, all read from the kernel records.
 
 A test that asks for ``ddtree_target`` and ``ddtree_backend`` plus a record's case argument
-(``ddtree_case``, ``ddtree_commit_case``, ...; :attr:`ddtree_compat.kernels.KernelRecord.case_param`)
+(``ddtree_case``, ``ddtree_commit_case``, ...; :attr:`ddtree_compat.records.KernelRecord.case_param`)
 is parametrized over target x backend (those implementing the kernel) x the record's cases; with
 ``ddtree_kernel`` too, over every record sharing that argument, the kernel in the id. Ids read like
 the matrix: ``sm90-sglang-cuda-b8-spine-deep-bs3``, ``interpret-oracle-move_kv-b8-...``. Marks: the
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from .. import kernels
+from .. import records
 from ..backends import kernels_of
-from ..kernels.ddtree import RECORDS as _DDTREE_RECORDS
+from ..families.ddtree.records import RECORDS as _DDTREE_RECORDS
 from .cells import known_issue
 from .markers import EMULATED, arch_marks, target_marks
 from .session import NO_IMPLEMENTATION, suite
@@ -45,7 +45,7 @@ def _param(sess, target, backend, record, case, with_kernel: bool):
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = set(metafunc.fixturenames)
-    params = sorted(kernels.case_params() & names)
+    params = sorted(records.case_params() & names)
     wanted = {TARGET, BACKEND, "ddtree_static_cell", "ddtree_e2e_cell", *params}
     if not names & wanted:
         return
@@ -64,7 +64,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: asks for {', '.join(params)}; a test takes one "
                                 "kernel case argument")
     if not params:  # target x backend only (the test brings its own cases): backends with the kernels it names
-        from ..kernels.verify import VERIFY
+        from ..families.verify.records import VERIFY
 
         marker = metafunc.definition.get_closest_marker(NEEDS)
         needs = tuple(marker.args) if marker and marker.args else (VERIFY,)
@@ -73,16 +73,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                                  for t in sess.targets for b in combos]
                              or [_no_backend(sess, (TARGET, BACKEND), needs)])
         return
-    records = kernels.for_param(params[0])
+    fed = records.for_param(params[0])
     with_kernel = KERNEL in names
-    if len(records) > 1 and not with_kernel:
-        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {params[0]} feeds {len(records)} kernels "
-                                f"({', '.join(r.name for r in records)}): ask for ddtree_kernel too")
+    if len(fed) > 1 and not with_kernel:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: {params[0]} feeds {len(fed)} kernels "
+                                f"({', '.join(r.name for r in fed)}): ask for ddtree_kernel too")
     argnames = (TARGET, BACKEND, *((KERNEL,) if with_kernel else ()), params[0])
-    cells = [(b, r, c) for b in sess.backends for r in records if r.name in kernels_of(b)
+    cells = [(b, r, c) for b in sess.backends for r in fed if r.name in kernels_of(b)
              for c in r.backend_cases(b, sess.cases_of(r))]
     metafunc.parametrize(argnames, [_param(sess, t, b, r, c, with_kernel) for t in sess.targets for b, r, c in cells]
-                         or [_no_backend(sess, argnames, tuple(r.name for r in records))])
+                         or [_no_backend(sess, argnames, tuple(r.name for r in fed))])
 
 
 def _no_backend(sess, argnames, needs: tuple[str, ...]):

@@ -96,10 +96,10 @@ class Progress:
         return not in_xdist_worker(self.config) and (active(self.config) is not None or self.cells_seen)
 
     def _interval(self) -> float:
-        from .session import _seconds
+        from .session import progress_seconds
 
         sess = active(self.config)
-        return sess.progress_s if sess is not None else _seconds(self.config.getoption("ddtree_progress"))
+        return sess.progress_s if sess is not None else progress_seconds(self.config.getoption("ddtree_progress"))
 
     def _write(self, line: str) -> None:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")

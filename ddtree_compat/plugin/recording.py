@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from .. import kernels
+from .. import records
 from ..known_issues import status
 from ..outcomes import Verdict
 from ..tiers import Target
@@ -35,13 +35,13 @@ def cell_from_params(item: pytest.Item) -> Cell | None:
 
         return Cell(e2e_coordinates(params["ddtree_e2e_cell"], sess.e2e_arch(), item.nodeid))
     target, backend = params.get("ddtree_target"), params.get("ddtree_backend")
-    case_param = next((p for p in kernels.case_params() if p in params), None)
+    case_param = next((p for p in records.case_params() if p in params), None)
     if not isinstance(target, Target) or backend is None or case_param is None:
         return None  # not a cell of ours, or an empty parametrization (pytest's NOTSET: nothing to run here)
     case = params[case_param]
     if not isinstance(params.get("ddtree_kernel", ""), str) or not hasattr(case, "coordinates"):
         return None
-    record = kernels.get(params["ddtree_kernel"]) if "ddtree_kernel" in params else kernels.for_param(case_param)[0]
+    record = records.get(params["ddtree_kernel"]) if "ddtree_kernel" in params else records.for_param(case_param)[0]
     kernel = record.label_of(case)
     return Cell(coordinates(target, backend, case, item.nodeid, kernel),
                 known_issue=known_issue(sess, target, backend, kernel, case))

@@ -23,7 +23,7 @@ import pytest
 from .. import known_issues
 from ..arch import ARCHES, Gpu, detect_gpus
 from ..errors import DDTreeInputError
-from ..kernels import CaseContext, KernelRecord
+from ..records import CaseContext, KernelRecord
 from ..tiers import Target, resolve_tier, targets_for
 from . import markers, options
 
@@ -87,7 +87,7 @@ class Suite:
 
     def cases(self) -> tuple:
         """The verify cases: the ``--ddtree-case`` files, else the profile's grid."""
-        from ..cases import VerifyCase, grid
+        from ..families.verify.records import VerifyCase, grid
 
         if self.case_files:
             return tuple(VerifyCase.load(p) for p in self.case_files)
@@ -142,9 +142,10 @@ def suite(config: pytest.Config) -> Suite:
 
 def _create(config: pytest.Config) -> Suite:
     from ..backends import registry as backend_registry
-    from ..cases import VerifyCase, check_profile
+    from ..families.verify.records import VerifyCase, check_profile
 
     gpus = detect_gpus()
+    _register_detected(config, gpus)
     tier = resolve_tier(config.getoption("ddtree_tier"), gpus)
     if tier == "device" and not gpus:
         raise DDTreeInputError("--ddtree-tier", "device", "interpret (or auto) on a host without a GPU", "no GPU visible")
@@ -167,7 +168,7 @@ def _create(config: pytest.Config) -> Suite:
                     static=config.getoption("ddtree_static") == "on",
                     static_cache=config.getoption("ddtree_static_cache"),
                     attention_profile=tier if attention == "auto" else attention,
-                    e2e_dir=config.getoption("ddtree_e2e_dir"), progress_s=_seconds(config.getoption("ddtree_progress")))
+                    e2e_dir=config.getoption("ddtree_e2e_dir"), progress_s=progress_seconds(config.getoption("ddtree_progress")))
     worker = getattr(config, "workerinput", None)
     if created.results and worker is None:
         from ..results import check_appendable
@@ -181,7 +182,7 @@ def _create(config: pytest.Config) -> Suite:
     return created
 
 
-def _seconds(value) -> float:
+def progress_seconds(value) -> float:
     try:
         seconds = float(value)
     except (TypeError, ValueError):
@@ -231,22 +232,33 @@ def _hypothesis_profiles(config: pytest.Config) -> None:
         settings.load_profile(os.environ.get("DDTREE_HYPOTHESIS_PROFILE", "ci"))
 
 
+def _register_detected(config: pytest.Config, gpus: list[Gpu]) -> None:
+    """Markers for detected GPUs whose arch the table lacks (their cells carry the arch's marker)."""
+    markers.register_archs(config, tuple((g.arch, f"detected compute capability {g.major}.{g.minor}")
+                                         for g in gpus if g.arch not in ARCHES))
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the markers; create the suite now only if the session asked for it by option or ``-m``."""
-    gpus = []
-    try:
-        gpus = detect_gpus()
-    except DDTreeInputError:
-        pass  # a bad DDTREE_FAKE_GPUS: reported as a usage error once the suite is asked for
-    markers.register(config, tuple((g.arch, f"detected compute capability {g.major}.{g.minor}")
-                                   for g in gpus if g.arch not in ARCHES))
+    """Register the markers; create the suite now only if the session asked for it by option or ``-m``.
+
+    A session that did not ask costs nothing: no GPU detection (which imports torch where NVML is missing),
+    no torch import. A detected GPU's arch that the table lacks gets its marker when the suite is created
+    (here when asked; else at the first ddtree fixture or kernel test)."""
+    markers.register(config)
     markexpr = config.getoption("markexpr", "")
+    asked = options.asked(config) or markers.selected(markexpr)
+    detected = []
+    if asked:
+        try:
+            detected = [g.arch for g in detect_gpus()]
+        except DDTreeInputError:
+            pass  # a bad DDTREE_FAKE_GPUS: reported as a usage error by suite() below
     try:
-        markers.check_markexpr(markexpr, registered=markers.registered_names(config))
+        markers.check_markexpr(markexpr, detected=detected, registered=markers.registered_names(config))
     except DDTreeInputError as e:  # before xdist starts a worker: one line, pytest's usage-error exit
         raise pytest.UsageError(str(e)) from None
-    if options.asked(config) or markers.selected(markexpr):
+    if asked:
         suite(config)
 
 

@@ -28,8 +28,8 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from ..results import ResultRecord, Results
-from ..kernels.ddtree import LOGITS
-from ..topologies import TOPOLOGIES
+from ..families.ddtree.records import LOGITS
+from ..families.verify.topologies import TOPOLOGIES
 from .summary import arch_key, cell_status, kernel_key, parts, table_of, worst
 
 # Status -> (colour, legend label). Failures warm and dark, known issues yellow, fixed blue.

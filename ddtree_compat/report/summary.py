@@ -21,10 +21,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..outcomes import FAILED, OUTCOMES, WORST_FIRST
-from .. import kernels
+from .. import records
 from ..arch import parse_arch
 from ..errors import ArchError
-from ..kernels.verify import VERIFY
+from ..families.verify.records import VERIFY
 from ..known_issues import status
 from ..tiers import E2E, STATIC
 from ..results import ResultRecord, Results
@@ -189,7 +189,7 @@ def table_of(r: ResultRecord) -> str:
     ``attention``); a label that is no record's (a CUDA-graph chain) by its topology (``ddtree-<logits>``)."""
     if r.tier in (STATIC, E2E):
         return r.tier
-    record = kernels.get(r.kernel)
+    record = records.get(r.kernel)
     if record is not None:
         return record.table
     return "ddtree" if r.topology.startswith("ddtree-") else "matrix"
@@ -208,8 +208,8 @@ def arch_key(arch: str) -> tuple:
 
 def kernel_key(label: str) -> tuple:
     """Kernels in registry order, a label after its kernel (``verify_tree_greedy@graph``), other labels last."""
-    names = list(kernels.registry())
-    base = kernels.base_name(label)
+    names = list(records.registry())
+    base = records.base_name(label)
     return (names.index(base) if base in names else len(names), label)
 
 
@@ -227,7 +227,7 @@ def place(r: ResultRecord) -> str:
 def summary_label(r: ResultRecord) -> tuple[str, str, str]:
     """A summary-table row: ``(table, kernel, backend)``; verify attention's tile choices share one row."""
     table = table_of(r)
-    return table, kernels.base_name(r.kernel) if table == "attention" else r.kernel, r.backend
+    return table, records.base_name(r.kernel) if table == "attention" else r.kernel, r.backend
 
 
 @dataclass
@@ -322,7 +322,7 @@ def static_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter |
 
 def attention_run(r: ResultRecord) -> bool:
     """A cell of a kernel whose record joins the verify-attention table."""
-    record = kernels.get(r.kernel)
+    record = records.get(r.kernel)
     return record is not None and record.table == "attention"
 
 
@@ -358,13 +358,13 @@ def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | No
 
 def replay_command(r: ResultRecord) -> str:
     """The command that replays a failed cell: ``python -m ddtree_compat replay CASE --backend NAME ...``
-    (:func:`ddtree_compat.kernels.replay_cli`), else its pytest cell (e2e, or a kernel label no record replays,
+    (:func:`ddtree_compat.records.replay_cli`), else its pytest cell (e2e, or a kernel label no record replays,
     such as ``verify_tree_greedy@graph``), or ``""`` without a case file or node id."""
     if r.tier == E2E:
         return f"pytest {shlex.quote(r.nodeid)}" if r.nodeid else ""
     if not r.case_path:
         return ""
-    cli = kernels.replay_cli(r.case_path, r.backend, r.kernel, "interpret" if r.tier == "interpret" else None)
+    cli = records.replay_cli(r.case_path, r.backend, r.kernel, "interpret" if r.tier == "interpret" else None)
     if cli is None:  # a test's own round (a CUDA-graph chain, ...): no record replays it
         return f"pytest {shlex.quote(r.nodeid)} --ddtree-tier {r.tier}" if r.nodeid else ""
     return cli

@@ -57,7 +57,7 @@ def sglang_launch(arch: str, head_dim: int, dtype: str) -> tuple[tuple, dict]:
 
     from ..backends import sglang_tiles
 
-    module = sglang_tiles._module()
+    module = sglang_tiles.extend_attention_module()
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     rows, slots = BATCH * ROWS_PER_REQ, BATCH * PREFIX
     q = torch.zeros(rows, HEADS, head_dim, dtype=dt)

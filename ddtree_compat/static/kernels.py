@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..cases import VerifyCase
-from ..kernels.attention import KERNEL as VERIFY_ATTENTION
-from ..kernels.commit import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
-from ..kernels.verify import VERIFY
+from ..families.verify.records import VerifyCase
+from ..families.attention.records import KERNEL as VERIFY_ATTENTION
+from ..families.commit.records import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
+from ..families.verify.records import VERIFY
 from . import attention_aot, nvcc, triton_aot
 from .build import Build, BuildError, Spec, Unavailable  # noqa: F401 - the entries' vocabulary, re-exported
 

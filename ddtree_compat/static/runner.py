@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Iterable, Union
 
 from ..arch import STATIC_ARCHES
-from ..cases import VerifyCase
+from ..families.verify.records import VerifyCase
 from ..outcomes import Verdict
 from .build import Build, BuildError, Spec, Unavailable
 from .kernels import CudaJitKernel, SGLangAttentionKernel, TritonKernel

@@ -158,7 +158,7 @@ def test_ddtree_best_first_tree_accepts_what_expect_says(dflash_drafts, agree, b
     """The DDTree expectation, proved on the reference draft: the paper's best-first build (the suite's
     oracle) over the block's logits, then the greedy walk against the target (succ of each node's token),
     accepts exactly chain_accepts(agree, min(B, 15)) drafts, with and without pruning to the deepest chains."""
-    from ddtree_compat import oracle
+    from ddtree_compat.families.verify import oracle
     from ddtree_compat.e2e.expect import chain_accepts
 
     want = chain_accepts(agree, min(budget, 15), V)

@@ -23,7 +23,8 @@ def run(cmd, cwd, env=None, timeout=900):
 
 def test_the_sweep_runs_from_an_installed_wheel_in_another_folder(tmp_path):
     src = tmp_path / "src"  # the wheel is built from a copy: the checkout gets no build/ or egg-info
-    shutil.copytree(ROOT / "ddtree_compat", src / "ddtree_compat", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("ddtree_compat", "tests/kernels"):  # the kernel tests ship as ddtree_compat.kernel_tests
+        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, src / name)
     built = run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist",

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "0.5.22"
-SLICE = ["ddtree_compat/kernel_tests/test_verify.py", "ddtree_compat/kernel_tests/test_commit.py", "-k", "b8-spine-deep-bs3- or b8-spine-deep-bs3]"]
+SLICE = ["tests/kernels/test_verify.py", "tests/kernels/test_commit.py", "-k", "b8-spine-deep-bs3- or b8-spine-deep-bs3]"]
 
 
 def _sweep_slice(python: str, results: Path) -> subprocess.CompletedProcess:

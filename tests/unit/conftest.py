@@ -1,6 +1,6 @@
 import pytest
 
-from ddtree_compat.cases import make_case
+from ddtree_compat.families.verify.records import make_case
 
 VERIFY_TEST = """
 def test_verify(ddtree_target, ddtree_backend, ddtree_case, ddtree_check_verify):

@@ -8,15 +8,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from ddtree_compat import mutants
+from ddtree_compat.families.attention.variants import AttentionCausal, AttentionMisreadsPrefixToken, AttentionSeesAll, AttentionWritesPastRows, AttentionWrongKVHead
 from ddtree_compat.arch import TILE_ARCHES
-from ddtree_compat.checks.attention import DTYPES, TOLERANCES, build, run_attention, verify_attention_reference
-from ddtree_compat.kernels.attention import (DEVICE_AXES, NATIVE, PADDINGS, TILES, AttentionCase, _tree,
-                                             attention_cases)
+from ddtree_compat.families.attention.checks import DTYPES, TOLERANCES, build, run_attention, verify_attention_reference
+from ddtree_compat.families.attention.records import DEVICE_AXES, NATIVE, PADDINGS, TILES, AttentionCase, _tree, attention_cases
 from ddtree_compat.backends.oracle import OracleBackend
-from ddtree_compat.checks.buffers import FLOAT_POISON_BITS, Guarded
+from ddtree_compat.harness.buffers import FLOAT_POISON_BITS, Guarded
 from ddtree_compat.errors import CaseError
-from ddtree_compat.oracle import ancestor_mask
+from ddtree_compat.families.verify.oracle import ancestor_mask
 from ddtree_compat.results import ResultRecord, Results
 from ddtree_compat.report import render_markdown
 from ddtree_compat.tiers import Target
@@ -109,12 +108,12 @@ def test_oracle_backend_passes(case):
 
 
 @pytest.mark.parametrize("mutant, case, words", [
-    (mutants.AttentionCausal, EXACT, "output element(s) off"),
-    (mutants.AttentionSeesAll, NODES, "output element(s) off"),
-    (mutants.AttentionWrongKVHead, EXACT, "output element(s) off"),
-    (mutants.AttentionWritesPastRows, TAIL, "past qo_indptr[-1]"),
+    (AttentionCausal, EXACT, "output element(s) off"),
+    (AttentionSeesAll, NODES, "output element(s) off"),
+    (AttentionWrongKVHead, EXACT, "output element(s) off"),
+    (AttentionWritesPastRows, TAIL, "past qo_indptr[-1]"),
     # one prefix token of 1000 read from the wrong slot: still far outside the bf16 tolerance
-    (mutants.AttentionMisreadsPrefixToken,
+    (AttentionMisreadsPrefixToken,
      AttentionCase(_tree(8, "spine", 2, None), **{**SMALL, "prefix": 1000, "dtype": "bf16"}), "max |err|"),
 ], ids=lambda x: getattr(x, "__name__", None) or getattr(x, "id", None) or str(x)[:20])
 def test_mutants_are_caught(mutant, case, words):
@@ -251,7 +250,7 @@ def test_emulation_patches_sglang_and_restores(monkeypatch, sglang_missing):
     reason = sglang_missing(sglang_tiles.PLACES)  # SGLang or a module it imports not installed; else fail here
     if reason:
         pytest.skip(f"SGLang's extend attention cannot import here: {reason}")
-    m = sglang_tiles._module()
+    m = sglang_tiles.extend_attention_module()
     before = (m._is_cuda, getattr(m, "CUDA_CAPABILITY", "absent"))
     with sglang_tiles.capability("sm120"):
         assert (m._is_cuda, m.CUDA_CAPABILITY) == (True, (12, 0))

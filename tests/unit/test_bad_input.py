@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_compat.cases import make_case
+from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.exitcodes import Exit
-from ddtree_compat.kernels.commit import commit_cases
-from ddtree_compat.kernels.ddtree import DDTreeCase
+from ddtree_compat.families.commit.records import commit_cases
+from ddtree_compat.families.ddtree.records import DDTreeCase
 
 CLI = [sys.executable, "-m", "ddtree_compat"]
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "test_x.py"]

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from ddtree_compat import case_lookup, kernels
+from ddtree_compat import case_lookup, records
 from ddtree_compat.case_lookup import find
-from ddtree_compat.cases import grid
-from ddtree_compat.kernels.attention import PROFILES as ATTENTION_PROFILES
+from ddtree_compat.families.verify.records import grid
+from ddtree_compat.families.attention.records import PROFILES as ATTENTION_PROFILES
 
 
 def test_the_shipped_index_matches_the_default_grid():
@@ -22,8 +22,8 @@ def _samples():
     """Per record and attention profile: its first, middle and last case in the default run."""
     out = []
     for attention in ATTENTION_PROFILES:
-        context = kernels.CaseContext("default", grid("default"), attention)
-        for record in kernels.registry().values():
+        context = records.CaseContext("default", grid("default"), attention)
+        for record in records.registry().values():
             cases = record.cases(context)
             out += [(record.name, c) for c in {cases[0].id: cases[0], cases[len(cases) // 2].id: cases[len(cases) // 2],
                                                cases[-1].id: cases[-1]}.values()]
@@ -32,7 +32,7 @@ def _samples():
 
 def test_every_records_cases_are_found_by_id_without_the_whole_grid(monkeypatch):
     samples = _samples()  # built with the whole grid, before it is taken away
-    assert {name for name, _ in samples} == set(kernels.registry())
+    assert {name for name, _ in samples} == set(records.registry())
 
     def no_grid(profile):
         raise AssertionError(f"the whole {profile} grid was built")
@@ -48,7 +48,7 @@ def test_a_stale_index_falls_back_to_the_whole_grid(monkeypatch, capsys):
     target = next(r for r in rows if r[:3] == [8, 16, "spine"])
     target[3] += 1  # the index says one case more than the grid has
     monkeypatch.setattr(case_lookup, "index", lambda: {"default": [tuple(r) for r in rows]})
-    commit = next(c for c in kernels.get("move_kv").cases(kernels.CaseContext("default", grid("default")))
+    commit = next(c for c in records.get("move_kv").cases(records.CaseContext("default", grid("default")))
                   if c.verify.id == "b8-spine-deep-bs3")
     assert find(commit.id) == commit
     assert "does not match the default grid" in capsys.readouterr().err
@@ -72,6 +72,6 @@ def test_cases_lists_a_kernels_ids_which_replay_finds(capsys):
 
     assert main(["cases", "--kernel", "move_kv"]) == 0
     ids = capsys.readouterr().out.split()
-    record = kernels.get("move_kv")
-    assert ids == list(dict.fromkeys(c.id for c in record.cases(kernels.CaseContext("default", grid("default")))))
+    record = records.get("move_kv")
+    assert ids == list(dict.fromkeys(c.id for c in record.cases(records.CaseContext("default", grid("default")))))
     assert "-kv" in ids[0] and find(ids[-1]).id == ids[-1]

@@ -6,11 +6,15 @@ from dataclasses import replace
 import pytest
 from hypothesis import given
 
-from ddtree_compat import cases, oracle
-from ddtree_compat.checks.buffers import POISON, eagle_inputs, expected_outputs
-from ddtree_compat.cases import VerifyCase, grid, make_case
+
+from ddtree_compat.families.verify import oracle
+
+from ddtree_compat.families.verify import records as verify_records
+from ddtree_compat.harness.buffers import POISON
+from ddtree_compat.families.verify.checks import eagle_inputs, expected_outputs
+from ddtree_compat.families.verify.records import VerifyCase, grid, make_case
 from ddtree_compat.errors import CaseError
-from ddtree_compat.strategies import verify_cases
+from ddtree_compat.families.verify.strategies import verify_cases
 
 GRID = grid("default")
 
@@ -30,7 +34,7 @@ def test_grid_generates_only_valid_combinations():
             assert (c.topology, c.plant) == ("spine", "none")
         assert all(r.tree.max_depth <= c.block_size - 1 for r in c.requests)
     assert {c.mode for c in GRID} == {"spine", "tree"}
-    assert {c.budget for c in GRID} == set(cases.PROFILE_GRIDS["default"].budgets)
+    assert {c.budget for c in GRID} == set(verify_records.PROFILE_GRIDS["default"].budgets)
     assert {c.batch for c in GRID} == {1, 3, 8}
 
 

@@ -2,11 +2,11 @@
 
 import pytest
 
-from ddtree_compat import mutants
+from ddtree_compat.families.commit.variants import CommitMutant
 from ddtree_compat.backends.oracle import OracleBackend
-from ddtree_compat.cases import make_case
-from ddtree_compat.checks.commit import CHECKS, freed_set_report, kept_slots, layout, move_plan, plan_slots
-from ddtree_compat.kernels.commit import KERNELS, CommitCase, commit_cases
+from ddtree_compat.families.verify.records import make_case
+from ddtree_compat.families.commit.checks import CHECKS, freed_set_report, kept_slots, layout, move_plan, plan_slots
+from ddtree_compat.families.commit.records import KERNELS, CommitCase, commit_cases
 from ddtree_compat.errors import CaseError
 from ddtree_compat.tiers import Target
 
@@ -60,7 +60,7 @@ def test_oracle_backend_passes(kernel, case):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_mutant_commit_is_caught(kernel):
-    bad = CHECKS[kernel](SIBLING, mutants.CommitMutant(), CPU)  # a non-contiguous kept path
+    bad = CHECKS[kernel](SIBLING, CommitMutant(), CPU)  # a non-contiguous kept path
     assert bad.outcome in ("wrong", "fault") and bad.message, kernel
 
 
@@ -153,5 +153,5 @@ def test_padding_is_never_freed():
 ])
 def test_mutant_commit_fails_the_freed_set_check(kernel, page, words):
     case = CommitCase(make_case(12, "spine", "partial", 3, capacity=16), page, "page-cross", 1, 64, "fp16")
-    message = CHECKS[kernel](case, mutants.CommitMutant(), CPU).message
+    message = CHECKS[kernel](case, CommitMutant(), CPU).message
     assert all(w in message for w in words), message

@@ -3,11 +3,12 @@ against a reference written from the oracle and against a variant that breaks ea
 
 import pytest
 
-from ddtree_compat import kernels
-from ddtree_compat.kernels import CaseContext
-from ddtree_compat.kernels.ddtree import KERNELS, DDTreeCase
-from ddtree_compat.mutants import DDTreeBreaks, DDTreeReference
-from ddtree_compat.oracle_ddtree import CPU_RULE, KERNEL_RULE, build, graph_buckets, prune_deepest_chains, select_bucket
+from ddtree_compat import records
+from ddtree_compat.records import CaseContext
+from ddtree_compat.families.ddtree.records import KERNELS, DDTreeCase
+from ddtree_compat.families.ddtree.variants import DDTreeBreaks
+from ddtree_compat.families.ddtree.reference import DDTreeReference
+from ddtree_compat.families.ddtree.oracle import CPU_RULE, KERNEL_RULE, build, graph_buckets, prune_deepest_chains, select_bucket
 from ddtree_compat.tiers import Target
 
 CPU = Target("interpret", "cpu")
@@ -52,7 +53,7 @@ def test_prune_keeps_the_root_and_the_deepest_chains():
 
 def test_case_ids_are_unique_and_round_trip():
     ctx = CaseContext("default", ())
-    for record in (r for r in kernels.registry().values() if r.name in KERNELS):
+    for record in (r for r in records.registry().values() if r.name in KERNELS):
         cases = record.cases(ctx)
         assert len({c.id for c in cases}) == len(cases) > 0, record.name
         assert DDTreeCase.from_json(cases[-1].to_json()) == cases[-1]
@@ -65,7 +66,7 @@ def _slice(record, step=7):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_reference_passes_every_check(kernel):
-    record = kernels.get(kernel)
+    record = records.get(kernel)
     for case in _slice(record):
         verdict = record.runner()(case, DDTreeReference(), CPU)
         assert verdict.outcome == "pass", (case.id, verdict.message[:600])
@@ -73,7 +74,7 @@ def test_reference_passes_every_check(kernel):
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_each_check_catches_its_broken_kernel(kernel):
-    record = kernels.get(kernel)
+    record = records.get(kernel)
     outcomes = {case.id: record.runner()(case, DDTreeBreaks(), CPU) for case in _slice(record, step=3)}
     wrong = [v for v in outcomes.values() if v.outcome == "wrong"]
     assert wrong, f"{kernel}: the broken variant passed every case: {list(outcomes)[:5]}"

@@ -30,3 +30,33 @@ def test_the_readme_has_two_set_up_commands_and_ci_runs_the_test_one():
     assert commands == ["bash scripts/setup.sh && python -m ddtree_compat sweep",
                         "bash scripts/setup.sh && python -m pytest -n auto"]
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
+
+
+LIVE_DOCS = ("README.md", "docs/architecture.md", "docs/extending.md", "docs/tiers.md", "docs/installing.md",
+             "docs/ddtree-impls.md", "docs/results.md", "docs/e2e.md", "docs/verify-attention.md")
+"""The docs that describe the code as it is (device-run records and results keep the commands they ran)."""
+
+
+def _named_paths(text: str) -> set[str]:
+    import re
+
+    text = re.sub(r"group `ddtree_compat\.\w+`", "", text)  # entry-point groups, not modules
+    paths = set(re.findall(r"(?<![\w/.-])((?:ddtree_compat|tests|scripts|benchmarks|docs)/[\w./-]*\w)", text))
+    modules = set(re.findall(r"(?<![\w.])(ddtree_compat(?:\.\w+)+)", text))
+    return paths | {m.replace(".", "/") for m in modules}
+
+
+def _exists(named: str) -> bool:
+    here = ROOT / named
+    if here.exists() or here.with_suffix(".py").exists() or (here.parent.with_suffix(".py")).exists():
+        return True  # a path, a module, or a module's attribute (ddtree_compat.records.registry)
+    if any(here.parent.glob(here.name + ".*")):
+        return True  # a stem of several files (docs/results/NAME.{jsonl.gz,md,html})
+    return named.startswith("ddtree_compat/kernel_tests") and (ROOT / named.replace("ddtree_compat/kernel_tests",
+                                                                                    "tests/kernels")).exists()
+
+
+def test_every_path_and_module_the_docs_name_exists():
+    """A doc that names a file, folder or module the code no longer has is a stale map."""
+    stale = {doc: sorted(n for n in _named_paths((ROOT / doc).read_text()) if not _exists(n)) for doc in LIVE_DOCS}
+    assert not {d: s for d, s in stale.items() if s}, stale

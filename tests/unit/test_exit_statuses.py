@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ddtree_compat.cases import make_case
+from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.exitcodes import TABLE, Exit, combine, from_pytest
 
 RESULT = {"kind": "result", "kernel": "verify_tree_greedy", "tier": "interpret", "backend": "oracle",
@@ -52,7 +52,7 @@ def test_every_status_has_a_meaning_and_pytest_s_map_onto_them():
 
 @pytest.mark.parametrize("backend, extra, status, first", [
     ("oracle", [], Exit.OK, "pass: oracle verify_tree_greedy"),
-    ("ddtree_compat.mutants:ZeroAccept", [], Exit.FAILED, "zero-accept: mutant-zero-accept"),
+    ("ddtree_compat.families.verify.variants:ZeroAccept", [], Exit.FAILED, "zero-accept: mutant-zero-accept"),
     ("sglang-cuda", [], Exit.NOTHING_RAN, "skip: sglang-cuda on interpret"),
     ("sglang-cuda", ["--allow-skip"], Exit.OK, "skip: sglang-cuda on interpret"),
 ])

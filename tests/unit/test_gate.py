@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ddtree_compat.cases import make_case
+from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.cli import KERNEL_TESTS
 from ddtree_compat.gate import compare
 from ddtree_compat.results import load
@@ -105,7 +105,7 @@ def test_env_only_file_is_bad_input(tmp_path):
 
 
 BROKEN_TRITON = '''
-from ddtree_compat.mutants import ZeroAccept
+from ddtree_compat.families.verify.variants import ZeroAccept
 
 
 class BrokenTriton(ZeroAccept):

@@ -6,13 +6,14 @@ from dataclasses import replace
 
 import pytest
 
-from ddtree_compat import mutants
+from ddtree_compat.families.commit.variants import CommitMutant, WritesPastCommit
+from ddtree_compat.families.verify.variants import ZeroAccept
 from ddtree_compat.backends import implementation, unavailable
 from ddtree_compat.backends.registry import resolve
 from ddtree_compat.backends.oracle import OracleBackend
-from ddtree_compat.cases import make_case
-from ddtree_compat.kernels.commit import CommitCase
-from ddtree_compat.checks.graphs import GRAPH_COMMIT_KERNELS, run_commit_graph
+from ddtree_compat.families.verify.records import make_case
+from ddtree_compat.families.commit.records import CommitCase
+from ddtree_compat.families.commit.graphs import GRAPH_COMMIT_KERNELS, run_commit_graph
 from ddtree_compat.tiers import Target
 
 CPU = Target("interpret", "cpu")
@@ -47,10 +48,10 @@ def test_sglang_triton_sequence_interpreted(case, sglang_missing):
 
 
 @pytest.mark.parametrize("mutant, words", [
-    (mutants.CommitMutant(), ("accept_out_cache_loc", "front_out_cache_loc", "new_seq_lens",
+    (CommitMutant(), ("accept_out_cache_loc", "front_out_cache_loc", "new_seq_lens",
                               "bonus (fill_bonus_tokens)")),
-    (mutants.WritesPastCommit(), ("accept_out_cache_loc", "want untouched")),
-    (mutants.ZeroAccept(), ("accept_token_num", "freed-slot set")),
+    (WritesPastCommit(), ("accept_out_cache_loc", "want untouched")),
+    (ZeroAccept(), ("accept_token_num", "freed-slot set")),
 ], ids=lambda m: getattr(m, "name", ""))
 def test_mutants_are_padded_layout_failures(mutant, words):
     verdict = run_commit_graph(CASES[0], mutant, "cpu", graph=False)

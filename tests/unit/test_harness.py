@@ -2,15 +2,17 @@
 
 import pytest
 
-from ddtree_compat import mutants
+from ddtree_compat.families.verify.variants import OffByOne, OutOfBounds, SkipsPredicts, WritesTail, ZeroAccept
+from ddtree_compat.faultinject import Raises
 from ddtree_compat.backends import implementation, unavailable
 from ddtree_compat.backends.registry import resolve
 from ddtree_compat.backends.oracle import OracleBackend
-from ddtree_compat.checks.buffers import CANARY_BAND, POISON, make_verify_buffers
-from ddtree_compat.cases import grid, make_case
+from ddtree_compat.harness.buffers import CANARY_BAND, POISON
+from ddtree_compat.families.verify.checks import make_verify_buffers
+from ddtree_compat.families.verify.records import grid, make_case
 from ddtree_compat.errors import BackendError
 from ddtree_compat.faults import FAULT_CLASSES, classify
-from ddtree_compat.checks.verify import run_verify
+from ddtree_compat.families.verify.checks import run_verify
 from ddtree_compat.tiers import Target
 
 CPU = Target("interpret", "cpu")
@@ -27,12 +29,12 @@ def test_oracle_backend_passes(case):
 
 
 @pytest.mark.parametrize("mutant, outcome, words", [
-    (mutants.ZeroAccept, "zero-accept", "accept length 1.00"),
-    (mutants.SkipsPredicts, "wrong", "predicts"),
-    (mutants.WritesTail, "wrong", "accept_index"),
-    (mutants.OutOfBounds, "wrong", "canary of accept_token_num"),
-    (mutants.OffByOne, "wrong", "accept_token_num"),
-    (mutants.Raises, "fault", "illegal instruction"),
+    (ZeroAccept, "zero-accept", "accept length 1.00"),
+    (SkipsPredicts, "wrong", "predicts"),
+    (WritesTail, "wrong", "accept_index"),
+    (OutOfBounds, "wrong", "canary of accept_token_num"),
+    (OffByOne, "wrong", "accept_token_num"),
+    (Raises, "fault", "illegal instruction"),
 ])
 def test_mutants_are_caught(mutant, outcome, words):
     v = run_verify(SIBLING, mutant(), CPU)
@@ -41,12 +43,12 @@ def test_mutants_are_caught(mutant, outcome, words):
 
 
 def test_fault_class_recorded():
-    assert run_verify(DEEP, mutants.Raises(), CPU).fault_class == "illegal-instruction"
+    assert run_verify(DEEP, Raises(), CPU).fault_class == "illegal-instruction"
 
 
 def test_zero_accept_only_when_drafts_were_planted():
     none_case = make_case(8, "spine", "none", 3)
-    assert run_verify(none_case, mutants.ZeroAccept(), CPU).outcome == "pass"
+    assert run_verify(none_case, ZeroAccept(), CPU).outcome == "pass"
 
 
 def test_buffers_are_poisoned_and_banded():
@@ -83,7 +85,7 @@ def test_fault_classes(text, cls):
 
 def test_backend_resolution():
     assert [b.name for b in resolve(None)][:3] == ["oracle", "sglang-triton", "sglang-cuda"]
-    assert [b.name for b in resolve(["ddtree_compat.mutants:ZeroAccept"])] == ["mutant-zero-accept"]
+    assert [b.name for b in resolve(["ddtree_compat.families.verify.variants:ZeroAccept"])] == ["mutant-zero-accept"]
     with pytest.raises(BackendError, match="field '--ddtree-backend' = 'cutlass'.*allowed: oracle"):
         resolve(["cutlass"])
     with pytest.raises(BackendError, match="cannot load"):

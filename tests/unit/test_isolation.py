@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ddtree_compat.cases import make_case
+from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.faultinject import INJECTORS
 from ddtree_compat.isolation import scan
 
@@ -19,10 +19,10 @@ from .conftest import VERIFY_TEST
 
 GOOD = ("oracle",)
 CPU_FAULTS = {  # backend spec -> expected (outcome, fault class)
-    "ddtree_compat.mutants:Raises": ("fault", "illegal-instruction"),
-    "ddtree_compat.mutants:RaisesOOM": ("fault", "out-of-memory"),
-    "ddtree_compat.mutants:Aborts": ("fault", "other"),
-    "ddtree_compat.mutants:Hangs": ("fault", "hang"),
+    "ddtree_compat.faultinject:Raises": ("fault", "illegal-instruction"),
+    "ddtree_compat.faultinject:RaisesOOM": ("fault", "out-of-memory"),
+    "ddtree_compat.faultinject:Aborts": ("fault", "other"),
+    "ddtree_compat.faultinject:Hangs": ("fault", "hang"),
 }
 GPU_FAULTS = {f"ddtree_compat.faultinject:{c.__name__}": ("fault", c.expected_fault) for c in INJECTORS}
 
@@ -87,7 +87,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing(pytester):
     paths = [str(make_case(b, t, "none", 1).save(pytester.path / "cases"))
              for b in (1, 2, 3, 7, 8) for t in ("spine", "fanout", "balanced")]
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--ddtree-tier=interpret",
-            "--ddtree-results=r.jsonl", "--ddtree-backend=ddtree_compat.mutants:Slow", "-n", "2", "-q"]
+            "--ddtree-results=r.jsonl", "--ddtree-backend=ddtree_compat.faultinject:Slow", "-n", "2", "-q"]
     for p in paths:
         base += ["--ddtree-case", p]
     results = pytester.path / "r.jsonl"
@@ -117,7 +117,7 @@ def test_dist_each_drops_a_crashed_workers_cells_and_resume_runs_them(pytester):
     pytester.makepyfile(test_kernel=VERIFY_TEST)
     paths = [str(make_case(b, "spine", "none", 1).save(pytester.path / "cases")) for b in (3, 7, 8, 12)]
     args = ["-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=r.jsonl", "--ddtree-static=off",
-            "--ddtree-backend=oracle", "--ddtree-backend=ddtree_compat.mutants:Raises", "--dist", "each",
+            "--ddtree-backend=oracle", "--ddtree-backend=ddtree_compat.faultinject:Raises", "--dist", "each",
             "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0", "--max-worker-restart=100"]
     for p in paths:
         args += ["--ddtree-case", p]

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from ddtree_compat import known_issues
-from ddtree_compat.cases import make_case
+from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.errors import KnownIssuesError
 
 MANIFEST = """
@@ -80,7 +80,7 @@ def test_strict_xfail_both_ways_and_recorded(pytester, verify_suite):
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "--ddtree-tier=interpret", "-rxX",
         "--ddtree-case", str(verify_suite), "--ddtree-case", str(b12),
-        "--ddtree-backend=ddtree_compat.mutants:ZeroAccept", "--ddtree-backend=oracle",
+        "--ddtree-backend=ddtree_compat.families.verify.variants:ZeroAccept", "--ddtree-backend=oracle",
         "--ddtree-known-issues=m.toml", "--ddtree-results=r.jsonl")
     # mutant b8: known -> XFAIL; mutant b12: not covered -> fails; oracle b8: known but passes -> XPASS(strict)
     result.assert_outcomes(passed=1, failed=2, xfailed=1)

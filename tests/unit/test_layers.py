@@ -77,6 +77,56 @@ def test_no_import_cycles():
     assert len(graph) > 40 and graph["ddtree_compat.plugin.session"], "the walk found the package's imports"
 
 
+def _all_imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """Package modules (as above) and third-party top-level names a module imports, anywhere in it."""
+    third = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            third |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            third.add(node.module.split(".")[0])
+    return _imports(name, path, modules) | third
+
+
+CORE = ("outcomes", "faults", "errors", "exitcodes", "arch", "tiers", "imports", "tree", "cases", "results", "families")
+"""Layers 0 and 1 (docs/architecture.md): they import no family."""
+DESCRIBING = ("records", "known_issues", "case_lookup", "gate", "report")
+"""Layer 2 outside the family folders: torch-free, they may read the families' records, oracles and places."""
+ABOVE = ("ddtree_compat.harness", "ddtree_compat.backends", "ddtree_compat.plugin", "ddtree_compat.cli",
+         "ddtree_compat.static", "ddtree_compat.e2e")
+
+
+def _layer_breaks() -> list[str]:
+    modules = _modules()
+    out = []
+    for name, path in modules.items():
+        imported = _all_imports(path, name, modules)
+        short = name.removeprefix("ddtree_compat.")
+        parts = short.split(".")
+        if short in CORE:
+            below = ABOVE + ("ddtree_compat.families.",)
+            out += [f"{name} -> {m}" for m in imported if m.startswith(below) and m != "ddtree_compat.families"]
+        elif parts[0] in DESCRIBING:
+            out += [f"{name} -> {m}" for m in imported if m in ("torch", "triton") or m.startswith(ABOVE)
+                    or m.endswith((".checks", ".graphs", ".variants", ".reference"))]
+        elif parts[0] == "harness":
+            out += [f"{name} -> {m}" for m in imported if m.startswith(("ddtree_compat.families", "ddtree_compat.plugin",
+                                                                         "ddtree_compat.cli"))]
+        elif parts[0] == "families" and len(parts) == 3:
+            out += [f"{name} -> {m}" for m in imported if m.startswith(("ddtree_compat.plugin", "ddtree_compat.cli",
+                                                                         "ddtree_compat.e2e", "ddtree_compat.static.runner"))]
+            if parts[2] in ("records", "oracle", "places") and short != "families.attention.oracle":  # torch-free
+                out += [f"{name} -> {m}" for m in imported if m in ("torch", "triton") or m.startswith(ABOVE)
+                        or m.endswith((".checks", ".graphs", ".variants", ".reference"))]
+    return sorted(out)
+
+
+def test_layers_point_one_way():
+    """The table of docs/architecture.md: the core imports no family, harness or backend; the harness imports
+    no family; a family's records, oracle and places are torch-free and import nothing that runs a cell."""
+    assert _layer_breaks() == []
+
+
 NO_TORCH = "import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
 
 
@@ -153,3 +203,37 @@ def test_a_foreign_session_is_left_alone(pytester, monkeypatch):
     result.assert_outcomes(passed=3)
     assert not (pytester.path / ".ddtree").exists()
     assert " ddtree-compat -" not in result.stdout.str() and "results: " not in result.stdout.str()
+
+
+LIGHT = '''
+import sys
+
+
+def test_nothing_heavy_was_imported():
+    heavy = sorted(m for m in sys.modules if m == "torch" or m.startswith(("torch.", "triton", "sglang"))
+                   or m.startswith("ddtree_compat.families.") and m.endswith((".checks", ".graphs")))
+    assert not heavy, heavy
+'''
+
+
+def test_a_foreign_session_imports_neither_torch_nor_the_kernels(pytester):
+    """The plugin installed, an unrelated test file: no GPU detection (it imports torch where NVML is missing),
+    no torch, no Triton, no check module, whether or not the host has NVML."""
+    pytester.makepyfile(test_light=LIGHT)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_every_package_folder_ships():
+    """``pyproject.toml`` lists the packages (the kernel tests are mapped from tests/kernels): a package folder
+    missing from that list would be left out of the wheel."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found | {"ddtree_compat.kernel_tests"} == listed, (sorted(found - listed), sorted(listed - found))
+    assert setup["package-dir"] == {"ddtree_compat.kernel_tests": "tests/kernels"}
+    assert (ROOT / "tests" / "kernels" / "__init__.py").exists()

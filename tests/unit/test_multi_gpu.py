@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from ddtree_compat.arch import FAKE_ENV, detect_gpus
-from ddtree_compat.cases import make_case
+from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.tiers import cap_worker_threads, device_worker_args, pinned_worker_args, worker_cpu_threads
 
 

@@ -7,9 +7,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddtree_compat import oracle
+from ddtree_compat.families.verify import oracle
+
+from ddtree_compat.families.commit import oracle as commit_oracle
 from ddtree_compat.errors import CaseError
-from ddtree_compat.strategies import draft_logits
+from ddtree_compat.families.verify.strategies import draft_logits
 from ddtree_compat.tree import DraftTree
 
 
@@ -29,7 +31,7 @@ def test_spine_b8_accepts_five_and_commits_six():
     res = oracle.verify_greedy(tree, target, max_accepted=8)
     assert res.path == (0, 1, 2, 3, 4, 5)
     assert res.accepted_drafts == 5 and res.accept_length == 6 and res.bonus_token == 99
-    plan = oracle.commit_plan(res, out_cache_loc=list(range(200, 209)), seq_len=40)
+    plan = commit_oracle.commit_plan(res, out_cache_loc=list(range(200, 209)), seq_len=40)
     assert plan.kept_slots == (200, 201, 202, 203, 204, 205)
     assert plan.freed_slots == (206, 207, 208)
     assert plan.commit_len == 6 and plan.new_seq_len == 46
@@ -44,7 +46,7 @@ def test_spine_b12_zero_acceptance_commits_root_only():
     target = [5] + [0] * 12  # the target disagrees with the first draft (100)
     res = oracle.verify_greedy(tree, target)
     assert res.path == (0,) and res.accepted_drafts == 0 and res.accept_length == 1 and res.bonus_token == 5
-    plan = oracle.commit_plan(res, list(range(13)), seq_len=3)
+    plan = commit_oracle.commit_plan(res, list(range(13)), seq_len=3)
     assert plan.kept_slots == (0,) and plan.freed_slots == tuple(range(1, 13)) and plan.commit_len == 1
 
 
@@ -99,7 +101,7 @@ def test_flat_fanout_accepts_a_later_sibling():
     assert eagle.retrive_next_sibling == (-1, 2, 3, 4, -1)
     res = oracle.verify_greedy(tree, [7, 0, 0, 4, 0])
     assert res.path == (0, 3) and res.bonus_token == 4
-    plan = oracle.commit_plan(res, [100, 101, 102, 103, 104], seq_len=0)
+    plan = commit_oracle.commit_plan(res, [100, 101, 102, 103, 104], seq_len=0)
     assert plan.kept_slots == (100, 103) and plan.freed_slots == (101, 102, 104)
 
 
@@ -168,14 +170,14 @@ def test_best_first_pops_paths_in_score_order(logits, budget, cap):
 def test_commit_plan_in_place_at_page_1_and_compacting_above():
     res = oracle.VerifyResult(path=(0, 2, 5), bonus_token=7)
     block = list(range(40, 49)) + [-1] * 7  # D = 9 slots in a capacity-16 row; position = slot (seq_len 40)
-    flat = oracle.commit_plan(res, block, seq_len=40)
+    flat = commit_oracle.commit_plan(res, block, seq_len=40)
     assert flat.kept_slots == flat.committed_slots == (40, 42, 45) and flat.front_slots == (40, 41, 42)
     assert flat.freed_slots == flat.released_slots == (41, 43, 44, 46, 47, 48) and flat.retained_slots == ()
-    paged = oracle.commit_plan(res, block, seq_len=40, page_size=4)
+    paged = commit_oracle.commit_plan(res, block, seq_len=40, page_size=4)
     assert paged.kept_slots == (40, 42, 45) and paged.committed_slots == (40, 41, 42)
     assert paged.freed_slots == (43, 44, 45, 46, 47, 48)
     assert paged.retained_slots == (43,) and paged.released_slots == (44, 45, 46, 47, 48)  # from ceil_align(43, 4)
     assert paged.req_to_token == ((40, 40), (41, 41), (42, 42)) and paged.new_seq_len == 43
-    assert oracle.release_boundary(43, 4) == 44 and oracle.release_boundary(44, 4) == 44
+    assert commit_oracle.release_boundary(43, 4) == 44 and commit_oracle.release_boundary(44, 4) == 44
     with pytest.raises(CaseError, match="padding"):
-        oracle.commit_plan(oracle.VerifyResult(path=(0, 9), bonus_token=1), block, seq_len=40)
+        commit_oracle.commit_plan(oracle.VerifyResult(path=(0, 9), bonus_token=1), block, seq_len=40)

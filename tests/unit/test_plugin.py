@@ -24,14 +24,14 @@ def test_cells_land_in_results_with_skip_reasons(pytester, verify_suite):
 
 
 def test_zero_accept_fails_with_replay_line_that_replays(pytester, verify_suite):
-    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-backend=ddtree_compat.mutants:ZeroAccept",
+    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-backend=ddtree_compat.families.verify.variants:ZeroAccept",
                  "--ddtree-results=r.jsonl", "--ddtree-cases-dir=failed")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*zero-accept*accept length 1.00*",
                                  "*replay: python -m ddtree_compat replay failed/b8-spine-deep-bs3.json "
-                                 "--backend ddtree_compat.mutants:ZeroAccept --tier interpret*|*pytest*"
+                                 "--backend ddtree_compat.families.verify.variants:ZeroAccept --tier interpret*|*pytest*"
                                  "--ddtree-case failed/b8-spine-deep-bs3.json --ddtree-backend "
-                                 "ddtree_compat.mutants:ZeroAccept --ddtree-tier interpret",
+                                 "ddtree_compat.families.verify.variants:ZeroAccept --ddtree-tier interpret",
                                  "env: no GPU; *torch*triton*sglang*tier interpret*"])
     line = next(x for x in result.outlines if x.startswith("replay: "))
     cli, again = line.removeprefix("replay: ").split("   |   ")
@@ -74,7 +74,7 @@ from ddtree_compat.strategies import verify_cases
 def test_p(ddtree_target, ddtree_backend, ddtree_check_verify, case):
     ddtree_check_verify(ddtree_target, ddtree_backend, case)
 """)
-    result = run(pytester, "--ddtree-backend=ddtree_compat.mutants:OffByOne", "--ddtree-cases-dir=failed")
+    result = run(pytester, "--ddtree-backend=ddtree_compat.families.verify.variants:OffByOne", "--ddtree-cases-dir=failed")
     result.assert_outcomes(failed=1)
     # Shrinking ends on the smallest tree: the bare root (budget 0), batch of one.
     result.stdout.fnmatch_lines(["*wrong*case b0-custom-custom-bs1-*hypothesis*",

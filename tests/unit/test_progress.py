@@ -52,9 +52,9 @@ def test_the_progress_line_counts_static_compiles_and_names_the_longest_running_
 def test_a_backend_line_groups_its_kernels_by_reason():
     class Two:
         name = "two"
-        from ddtree_compat.backends import Implementation
+        from ddtree_compat.backends import KernelImpl
 
-        implements = (Implementation("verify_tree_greedy", "host"), Implementation("move_kv", "cuda", what="a CUDA move"))
+        implements = (KernelImpl("verify_tree_greedy", "host"), KernelImpl("move_kv", "cuda", what="a CUDA move"))
 
     assert backend_line(Two(), Target("interpret", "cpu")) == (
         "two on interpret: runs 1 of 2 kernels; skips move_kv: a CUDA move runs on the device tier only")

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ddtree_compat import kernels
-from ddtree_compat.cases import PLANTS, PROFILE_GRIDS
+from ddtree_compat import records
+from ddtree_compat.cases import PLANTS
+from ddtree_compat.families.verify.records import PROFILE_GRIDS
 from ddtree_compat.report import render_html, render_markdown, render_summary
 from ddtree_compat.report.summary import summarize, summary_table
 from ddtree_compat.results import ResultRecord, Results, load
@@ -121,11 +122,11 @@ def _synthetic(profile: str) -> Results:
     """Every verify and commit cell a profile's grid could have (its coordinates, no case data) for three
     backends on two arches, plus DDTree cells over that profile's budgets: 10^4 to 10^5 cells."""
     spec = PROFILE_GRIDS[profile]
-    commit = [r.name for r in kernels.registry().values() if r.case_param == "ddtree_commit_case"]
-    ddtree = [r.name for r in kernels.registry().values() if r.table == "ddtree"][:4]
-    from ddtree_compat.kernels.ddtree import BUDGETS
+    commit = [r.name for r in records.registry().values() if r.case_param == "ddtree_commit_case"]
+    ddtree = [r.name for r in records.registry().values() if r.table == "ddtree"][:4]
+    from ddtree_compat.families.ddtree.rows import BUDGETS
 
-    records = []
+    rows = []
     for arch in ("sm90", "sm120"):
         for b in spec.budgets:
             for blk in spec.block_sizes:
@@ -136,14 +137,14 @@ def _synthetic(profile: str) -> Results:
                             base = dict(tier="device", arch=arch, case_id=f"b{b}-{t}-{plant}-bs{bs}-blk{blk}", budget=b,
                                         topology=t, plant=plant, batch=bs, block_size=blk, mode=mode, outcome="pass")
                             for backend in ("oracle", "sglang-triton", "sglang-cuda"):
-                                records.append(ResultRecord(kernel="verify_tree_greedy", backend=backend, **base))
-                            records += [ResultRecord(kernel=k, backend="sglang-triton", **base) for k in commit]
+                                rows.append(ResultRecord(kernel="verify_tree_greedy", backend=backend, **base))
+                            rows += [ResultRecord(kernel=k, backend="sglang-triton", **base) for k in commit]
         for b in BUDGETS[profile]:
             for lg in ("peaked", "flat", "ties"):
-                records += [ResultRecord(kernel=k, tier="device", backend="impl-a", arch=arch, case_id=f"b{b}-{lg}",
+                rows += [ResultRecord(kernel=k, tier="device", backend="impl-a", arch=arch, case_id=f"b{b}-{lg}",
                                          budget=b, topology=f"ddtree-{lg}", mode="tree", outcome="pass") for k in ddtree]
-    records[7] = ResultRecord(**{**records[7].__dict__, "outcome": "zero-accept"})
-    return Results({}, records)
+    rows[7] = ResultRecord(**{**rows[7].__dict__, "outcome": "zero-accept"})
+    return Results({}, rows)
 
 
 def test_picture_and_summary_table_stay_bounded_for_the_full_profile():

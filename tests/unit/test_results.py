@@ -133,7 +133,7 @@ def test_cli_report_of_non_jsonl(tmp_path):
 
 
 def test_cli_replay_unknown_backend(tmp_path):
-    from ddtree_compat.cases import make_case
+    from ddtree_compat.families.verify.records import make_case
 
     path = make_case(8, "spine", "deep", 1).save(tmp_path)
     r = run_cli("replay", str(path), "--backend", "nope")

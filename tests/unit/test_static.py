@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from ddtree_compat.arch import ARCHES
-from ddtree_compat.backends import Implementation
-from ddtree_compat.cases import make_case
-from ddtree_compat.mutants import OversizedSmem
+from ddtree_compat.backends import KernelImpl
+from ddtree_compat.families.verify.records import make_case
+from ddtree_compat.families.verify.variants import OversizedSmem
 from ddtree_compat.static import sass
 from ddtree_compat.static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
                                           SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, Build, Spec)
@@ -159,7 +159,7 @@ def test_specializations_come_from_the_cases():
     assert [s.id for s in SGLANG_FILL_ACCEPT_TRITON.specs(cases, "sm90")] == ["n32", "n16"]
 
     class Backend:
-        name, implements = "b", (Implementation("verify_tree_greedy", "triton", static=(SGLANG_VERIFY_TRITON,)),)
+        name, implements = "b", (KernelImpl("verify_tree_greedy", "triton", static=(SGLANG_VERIFY_TRITON,)),)
 
     cells = static_cells([Backend()], cases, ("sm120", "sm90"))
     assert [c.id for c in cells] == ["static-sm120-b-verify_tree_greedy-bs3-w9-c9", "static-sm120-b-verify_tree_greedy-bs1-w13-c13",
@@ -262,7 +262,7 @@ def test_sm120_on_a_cpu_machine_selects_static_cells(pytester, verify_suite, ddt
 
 def test_planted_oversized_kernel_through_the_plugin(pytester, verify_suite, ddtree_static_cache):
     result = _run(pytester, ddtree_static_cache, "-m", "static and (sm120 or sm90)", "--ddtree-case", str(verify_suite),
-                  "--ddtree-backend=ddtree_compat.mutants:OversizedSmem", "--ddtree-results=r.jsonl")
+                  "--ddtree-backend=ddtree_compat.families.verify.variants:OversizedSmem", "--ddtree-results=r.jsonl")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*out of resources: oversized_smem_kernel (mutant-oversized-smem) bm128-bn128-bk128-s4 "

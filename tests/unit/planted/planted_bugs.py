@@ -4,7 +4,7 @@ Each :class:`Bug` names the module it breaks, how (``apply(module)``, run right 
 imported, in every Python process of the run: ``sitecustomize.py`` beside this file installs it when
 ``PLANTED_BUG`` names it), and the tests aimed at it, each of which must then fail. The bugs break
 our oracle, commit plan, attention reference, e2e judge and expectation, SGLang adapters, tile emulation and
-static signature typing (``ddtree_compat/mutants.py`` holds the wrong *backends*; these break the judge's
+static signature typing (each family's ``variants.py`` holds the wrong *backends*; these break the judge's
 side). Issue 18's table is the first eight.
 
 Test-only: nothing in ``ddtree_compat`` imports this.
@@ -178,7 +178,7 @@ BUGS = {b.name: b for b in (
         "the sglang-triton adapter's verify kernel names modules the installed SGLang does not have"),
     Bug("tile-module-raises", "ddtree_compat.backends.sglang_tiles", _tile_module_raises,
         ("tests/unit/test_attention.py::test_emulation_patches_sglang_and_restores",),
-        "sglang_tiles._module() raises (the tile emulation's module lookup)"),
+        "sglang_tiles.extend_attention_module() raises (the tile emulation's module lookup)"),
     Bug("attention-reference-ignores-mask", "ddtree_compat.checks.attention", _reference_ignores_the_mask,
         ("tests/unit/test_attention.py::test_oracle_backend_passes",),
         "the verify-attention judge's reference ignores the mask"),

@@ -1,0 +1,37 @@
+"""CUDA-graph capture and replay, the one way every family's graph cells do it.
+
+:func:`capture` warms the step up on a side stream (Triton and JIT compiles happen outside the capture),
+then captures it; the caller copies the runtime data into the static buffers and re-poisons the outputs;
+:func:`replay` runs the graph once, synchronised, and returns its seconds. Exceptions propagate: a graph
+cell's :func:`~ddtree_compat.harness.calls.check` (or its own ``try``) makes them classified faults.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+
+def capture(step: Callable[[], object], device: str) -> "torch.cuda.CUDAGraph":
+    """Warm ``step`` up once on a side stream, then capture it in a new CUDA graph on ``device``."""
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):
+        step()  # warm-up: JIT compiles outside the capture
+    torch.cuda.current_stream(device).wait_stream(stream)
+    torch.cuda.synchronize(device)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
+def replay(graph: "torch.cuda.CUDAGraph", device: str) -> float:
+    """Replay ``graph`` once after the device is idle; the replay's seconds."""
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    graph.replay()
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - start
