@@ -7,7 +7,7 @@ builds only the grid *window* of the id's group instead:
 
 * the id's ``(budget, block size, topology)`` group (``b8-spine-...``, ``-blk8``; :func:`group_of`);
 * the group's place in the grid from :data:`INDEX` (``grid_index.json``: each group's case count, per
-  profile; ``scripts/gen_grid_index.py`` writes it, a unit test holds it to :func:`~ddtree_compat.cases.grid`);
+  profile; ``scripts/gen_grid_index.py`` writes it, a unit test holds it to :func:`~ddtree_compat.families.verify.records.grid`);
 * a verify tuple as long as the grid, holding that group's real cases at their grid positions and an
   :class:`Elsewhere` placeholder at every other position (any attribute of it raises :class:`NotInWindow`);
 * every record's generator run on that window: cases built from a placeholder are passed over, the

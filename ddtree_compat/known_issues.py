@@ -44,7 +44,7 @@ SHIPPED = Path(__file__).with_name("known_issues.toml")
 KEYS = ("id", "arch", "backend", "budget", "topology", "kernel", "layout", "batch_min", "strict", "reason", "source")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 DDTREE_TOPOLOGIES = ("ddtree-peaked", "ddtree-flat", "ddtree-ties")
-"""The DDTree cells' topologies (:class:`ddtree_compat.kernels.ddtree.DDTreeCase` coordinates)."""
+"""The DDTree cells' topologies (:class:`ddtree_compat.families.ddtree.records.DDTreeCase` coordinates)."""
 
 
 @dataclass(frozen=True)

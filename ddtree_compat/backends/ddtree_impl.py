@@ -1,5 +1,5 @@
 """One backend per DDTree implementation (:mod:`ddtree_compat.impls`): the records of
-:mod:`ddtree_compat.kernels.ddtree` it has code for, each called the way that implementation's worker
+:mod:`ddtree_compat.families.ddtree.records` it has code for, each called the way that implementation's worker
 calls it (scratch buffers allocated as the worker allocates them, keyword arguments as its wrappers take).
 
 Which records a backend implements is read from the implementation's files: a Triton wrapper of its

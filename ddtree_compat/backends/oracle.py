@@ -3,7 +3,7 @@
 Runs on the host for any real target (tensors are read back, results written back: never inside a
 CUDA graph). Each method is a second, independent statement of its kernel, not the reference the
 judge holds: verify walks the EAGLE retrieve links in the buffers
-(:func:`ddtree_compat.oracle.verify_greedy_eagle`) where the expected outputs walk the parent array;
+(:func:`ddtree_compat.families.verify.oracle.verify_greedy_eagle`) where the expected outputs walk the parent array;
 the commit kernels are loops over the buffers, apart from the oracle's commit plan; verify attention
 is a float64 per-row softmax over the layout's indirections, apart from the judge's float32 reference.
 So the ``oracle`` column checks the layout and the harness end to end.

@@ -7,7 +7,7 @@ One panel per report table whose cells have a budget and a topology (:func:`.sum
 
 * a row per arch x kernel x backend (a bold header row per arch; ``interpret`` last), kernels in registry
   order; on the right, the row's cells and its non-pass counts;
-* a column per topology x budget: the topologies left to right (:data:`ddtree_compat.topologies.TOPOLOGIES`
+* a column per topology x budget: the topologies left to right (:data:`ddtree_compat.families.verify.topologies.TOPOLOGIES`
   order, ``custom`` last: property-test trees), inside each the budgets with a cell; a dotted line where
   SGLang's spine mode gives way to tree mode, when the budgets split cleanly;
 * a square's colour: the worst status of its cells (plants, batch sizes, layouts, block sizes; order
@@ -55,7 +55,7 @@ DPI = 100
 
 def _topology_key(name: str) -> tuple:
     """The verify grid's topologies in :data:`TOPOLOGIES` order, the DDTree kernels' ``ddtree-<logits>`` in
-    :data:`~ddtree_compat.kernels.ddtree.LOGITS` order, ``custom`` (property-test trees) last."""
+    :data:`~ddtree_compat.families.ddtree.records.LOGITS` order, ``custom`` (property-test trees) last."""
     ddtree = [f"ddtree-{lg}" for lg in LOGITS]
     for group, order in enumerate((list(TOPOLOGIES), ddtree)):
         if name in order:

@@ -68,7 +68,7 @@ def test_bad_case_file_is_a_usage_error(pytester, verify_suite):
 def test_property_failure_prints_a_shrunk_replayable_case(pytester):
     pytester.makepyfile(test_prop="""
 from hypothesis import given
-from ddtree_compat.strategies import verify_cases
+from ddtree_compat.families.verify.strategies import verify_cases
 
 @given(case=verify_cases())
 def test_p(ddtree_target, ddtree_backend, ddtree_check_verify, case):

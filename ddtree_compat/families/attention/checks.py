@@ -1,7 +1,7 @@
 """Verify attention: the target forward's attention over ``[prefix + D tree nodes]`` under DDTree's
 ancestor-only mask, laid out the way SGLang's target verify lays it out, judged against a float32
 reference (:func:`verify_attention_reference`, the judge's own: the ``oracle`` backend computes
-attention its own way, so it does not grade itself). Cases and profiles: :mod:`ddtree_compat.kernels.attention`.
+attention its own way, so it does not grade itself). Cases and profiles: :mod:`ddtree_compat.families.attention.records`.
 
 Layout (SGLang 0.5.23, Triton backend, ``forward_mode.is_target_verify()``; kernel
 ``extend_attention_fwd`` in ``sglang.kernels.ops.attention.extend_attention``), for ``bs`` requests
@@ -17,7 +17,7 @@ with prefixes ``P_b`` and ``n`` query rows each (``num_tokens_per_req``):
 * ``custom_mask``: per request a row-major block of ``n x (P_b + n)``, concatenated;
   ``mask_indptr`` int64 ``[bs + 1]`` = cumsum ``n * (P_b + n)``. Row ``i`` sees the prefix (all ``P_b``
   columns; the kernel skips reading them, ``skip_prefix_custom_mask`` being SGLang's default), itself
-  and its ancestors (:func:`ddtree_compat.oracle.ancestor_mask`). bool when exact (the eager path's
+  and its ancestors (:func:`ddtree_compat.families.verify.oracle.ancestor_mask`). bool when exact (the eager path's
   ``spec_info.custom_mask``); uint8 when ``stale`` (the CUDA-graph path's buffer, "read as uint8").
 * ``is_causal=True``, ``sm_scale = 1 / sqrt(Dh)``, ``max_len_extend = n``.
 
@@ -59,7 +59,7 @@ from .oracle import TOLERANCES, Tolerance, verify_attention_reference
 from .records import NATIVE, AttentionCase
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-"""Case dtype names (:data:`ddtree_compat.kernels.attention.DTYPES`) -> torch dtypes."""
+"""Case dtype names (:data:`ddtree_compat.families.attention.records.DTYPES`) -> torch dtypes."""
 Q_SCALE = 3.0  # query std: logits of std ~3 over the prefix
 TREE_AXIS = 2.0  # q[..., 0]; k[..., 0] of tree keys sets their logit bias
 PAD_BIAS = 8.0  # extra logit of padding-node keys

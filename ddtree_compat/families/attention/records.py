@@ -1,6 +1,6 @@
 """Verify attention: the target forward's attention over ``[prefix + D tree nodes]`` under DDTree's
 ancestor-only mask, laid out the way SGLang's target verify lays it out (layout, reference and
-tolerances: :mod:`ddtree_compat.checks.attention`; ``docs/verify-attention.md``).
+tolerances: :mod:`ddtree_compat.families.attention.checks`; ``docs/verify-attention.md``).
 
 Backend method ``verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
 custom_mask, mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict | None`` (SGLang

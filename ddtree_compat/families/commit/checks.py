@@ -2,7 +2,7 @@
 
 After verify, a DDTree round commits the accepted path (SGLang DDTree PR #29907, page_size 1: keep the
 accepted nodes' slots where they are; earlier PR #27509: compact their K/V rows to contiguous slots,
-"read all, then write all"). The kernels (records in :mod:`ddtree_compat.kernels.commit`, each a backend
+"read all, then write all"). The kernels (records in :mod:`ddtree_compat.families.commit.records`, each a backend
 method of its name; one check function each here, named after it):
 
 * ``accept_out_cache_loc(accept_index, out_cache_loc, accept_out_cache_loc)``: SGLang
@@ -27,7 +27,7 @@ method of its name; one check function each here, named after it):
   ``[slots, heads, head_dim]`` pools): rows at ``src_loc`` copied to ``tgt_loc`` (the first
   ``accept_len`` slots of each request's verify block), all reads before any write.
 
-Which slots a commit keeps, frees and gives back is :func:`ddtree_compat.oracle.commit_plan`'s (page
+Which slots a commit keeps, frees and gives back is :func:`ddtree_compat.families.commit.oracle.commit_plan`'s (page
 size 1: in place; page size > 1: compacting, the tail released page-aligned). The freed-slot set a
 kernel's output implies is checked against it by :func:`freed_set_report`: for the kept slots of
 ``accept_out_cache_loc`` (page size 1), the front slots of ``front_out_cache_loc`` and the release
@@ -56,7 +56,7 @@ from .oracle import CommitPlan, commit_plan, release_boundary
 from .records import CommitCase
 
 KV_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp8": torch.uint8}
-"""Case KV dtype names (:data:`ddtree_compat.kernels.commit.KV_DTYPES`) -> the pool's torch dtype."""
+"""Case KV dtype names (:data:`ddtree_compat.families.commit.records.KV_DTYPES`) -> the pool's torch dtype."""
 LAYERS = 2
 
 
@@ -78,7 +78,7 @@ class CommitLayout:
         accept_index: int32 ``[bs, S]``: the oracle verify's accept_index, -1 past each path.
         accept_lens: int32 ``[bs]``: ``accepted + 1``.
         predict: int32 ``[bs * C]``: verify's ``predicts`` (target token at every node).
-        plans: the oracle's :class:`~ddtree_compat.oracle.CommitPlan` per request.
+        plans: the oracle's :class:`~ddtree_compat.families.commit.oracle.CommitPlan` per request.
     """
 
     out_cache_loc: torch.Tensor
@@ -135,7 +135,7 @@ def layout(case: CommitCase) -> CommitLayout:
 
 
 def plan_slots(lay: CommitLayout, name: str) -> torch.Tensor:
-    """One :class:`~ddtree_compat.oracle.CommitPlan` slot field (``kept_slots``, ``front_slots``,
+    """One :class:`~ddtree_compat.families.commit.oracle.CommitPlan` slot field (``kept_slots``, ``front_slots``,
     ``committed_slots``, ...) of every request, concatenated in request order (int64)."""
     return torch.tensor([slot for plan in lay.plans for slot in getattr(plan, name)], dtype=torch.int64)
 

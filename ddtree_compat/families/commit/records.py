@@ -3,8 +3,8 @@
 After verify, a DDTree round commits the accepted path (SGLang DDTree PR #29907, page_size 1: keep the
 accepted nodes' slots where they are; earlier PR #27509 and SGLang 0.5.23's tree commit: compact their
 K/V rows to the block's first slots, "read all, then write all"). Each kernel is a backend method of its
-name (signatures in :data:`RECORDS`' summaries; shapes and judging in :mod:`ddtree_compat.checks.commit`).
-Which slots a commit keeps, frees and gives back is :func:`ddtree_compat.oracle.commit_plan`'s.
+name (signatures in :data:`RECORDS`' summaries; shapes and judging in :mod:`ddtree_compat.families.commit.checks`).
+Which slots a commit keeps, frees and gives back is :func:`ddtree_compat.families.commit.oracle.commit_plan`'s.
 
 Every verify grid case feeds one commit case; its slot layout (page size 1 / 16 / 64, allocation at
 the pool's start, at its end, or crossing a page boundary) and KV layout (heads, head_dim 64 / 128 /

@@ -4,7 +4,7 @@ greedy follow, sampling verify, EAGLE links and CUDA-graph buckets, one record e
 The systems under test are DDTree branches of SGLang (:mod:`ddtree_compat.impls`); each implementation
 found is a backend (:mod:`ddtree_compat.backends.ddtree_impl`) that implements the records its code has.
 Their Triton wrappers run on the device tier (they refuse CPU tensors); their CPU helpers run on any
-tier. Every integer output is compared exactly with :mod:`ddtree_compat.oracle_ddtree`.
+tier. Every integer output is compared exactly with :mod:`ddtree_compat.families.ddtree.oracle`.
 
 Backend methods (``bs`` requests, budget ``B``, live width ``q``; int64 unless said; outputs in place):
 

@@ -56,7 +56,7 @@ class VerifyCase(SavedCase):
     Attributes:
         budget: node budget ``B >= 0`` (drafted nodes, root excluded).
         block_size: DFlash block size; depth limit ``L = block_size - 1``; spine mode iff ``B <= L``.
-        topology: a name from :data:`ddtree_compat.topologies.TOPOLOGIES` or ``"custom"``.
+        topology: a name from :data:`ddtree_compat.families.verify.topologies.TOPOLOGIES` or ``"custom"``.
         plant: planted acceptance, one of :data:`PLANTS` or ``"custom"``.
         seed: the generator seed (informational for custom cases).
         vocab: token ids are in ``[0, vocab)``.

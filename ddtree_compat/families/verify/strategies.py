@@ -1,7 +1,7 @@
 """Hypothesis strategies: drawn draft trees (parent arrays or built from drawn drafter logits), budgets,
 tokens and planted paths.
 
-:func:`verify_cases` draws whole :class:`~ddtree_compat.cases.VerifyCase` objects (``origin="hypothesis"``)
+:func:`verify_cases` draws whole :class:`~ddtree_compat.families.verify.records.VerifyCase` objects (``origin="hypothesis"``)
 that shrink toward small trees, small batches and few distinct tokens; a failing draw is written as a
 case JSON by the plugin's check, so the shrunk minimal tree replays with one command.
 """

@@ -147,10 +147,10 @@ def _front_writes_zeros(sglang_triton) -> None:
 
 def _tile_module_raises(sglang_tiles) -> None:
     def make(real):
-        def _module():
-            raise RuntimeError("planted: _module() raises")
-        return _module
-    _wrap(sglang_tiles, "_module", make)
+        def extend_attention_module():
+            raise RuntimeError("planted: extend_attention_module() raises")
+        return extend_attention_module
+    _wrap(sglang_tiles, "extend_attention_module", make)
 
 
 def _signature_empty(attention_aot) -> None:
@@ -158,18 +158,18 @@ def _signature_empty(attention_aot) -> None:
 
 
 BUGS = {b.name: b for b in (
-    Bug("eagle-walk-bonus-plus-one", "ddtree_compat.oracle", _eagle_walk_bonus_plus_one,
+    Bug("eagle-walk-bonus-plus-one", "ddtree_compat.families.verify.oracle", _eagle_walk_bonus_plus_one,
         ("tests/unit/test_harness.py::test_oracle_backend_passes",),
-        "oracle.verify_greedy_eagle (the oracle backend's walk) writes predicts[last] = target + 1"),
-    Bug("parent-walk-one-short", "ddtree_compat.oracle", _parent_walk_one_short,
+        "families.verify.oracle.verify_greedy_eagle (the oracle backend's walk) writes predicts[last] = target + 1"),
+    Bug("parent-walk-one-short", "ddtree_compat.families.verify.oracle", _parent_walk_one_short,
         ("tests/unit/test_harness.py::test_oracle_backend_passes",),
-        "oracle.verify_greedy (the expected outputs' walk) accepts one draft fewer"),
-    Bug("move-plan-kept-to-kept", "ddtree_compat.checks.commit", _move_plan_kept_to_kept,
+        "families.verify.oracle.verify_greedy (the expected outputs' walk) accepts one draft fewer"),
+    Bug("move-plan-kept-to-kept", "ddtree_compat.families.commit.checks", _move_plan_kept_to_kept,
         ("tests/unit/test_commit.py::test_oracle_backend_passes",),
-        "checks.commit.move_plan returns (kept, kept): the move_kv kernel's inputs do nothing"),
-    Bug("plan-front-from-node-one", "ddtree_compat.oracle", _plan_front_from_node_one,
+        "families.commit.checks.move_plan returns (kept, kept): the move_kv kernel's inputs do nothing"),
+    Bug("plan-front-from-node-one", "ddtree_compat.families.commit.oracle", _plan_front_from_node_one,
         ("tests/unit/test_commit.py::test_oracle_backend_passes",),
-        "oracle.commit_plan takes the block's front slots from node 1 on"),
+        "families.commit.oracle.commit_plan takes the block's front slots from node 1 on"),
     Bug("front-writes-zeros", "ddtree_compat.backends.sglang_triton", _front_writes_zeros,
         ("tests/unit/test_graphs.py::test_sglang_triton_sequence_interpreted",),
         "the sglang-triton adapter's front_out_cache_loc writes zeros"),
@@ -179,7 +179,7 @@ BUGS = {b.name: b for b in (
     Bug("tile-module-raises", "ddtree_compat.backends.sglang_tiles", _tile_module_raises,
         ("tests/unit/test_attention.py::test_emulation_patches_sglang_and_restores",),
         "sglang_tiles.extend_attention_module() raises (the tile emulation's module lookup)"),
-    Bug("attention-reference-ignores-mask", "ddtree_compat.checks.attention", _reference_ignores_the_mask,
+    Bug("attention-reference-ignores-mask", "ddtree_compat.families.attention.oracle", _reference_ignores_the_mask,
         ("tests/unit/test_attention.py::test_oracle_backend_passes",),
         "the verify-attention judge's reference ignores the mask"),
     Bug("expectation-one-token-ahead", "ddtree_compat.e2e.expect", _expectation_one_token_ahead,
