@@ -67,6 +67,8 @@ class ResultRecord:
             (``h32g4d128-pre1000-bf16``); ``""`` for other kernels.
         log_excerpt: e2e cells: the server log lines around the first fault line (or the log's tail when
             the server died), else ``""``.
+        attention: e2e cells: the attention backend the server ran on (``triton``, ``flashinfer``, ``fa3``;
+            SGLang's own choice for a ``-attn-default`` cell), else ``""``.
     """
 
     kernel: str
@@ -93,6 +95,7 @@ class ResultRecord:
     known_issue: str = ""
     shape: str = ""
     log_excerpt: str = ""
+    attention: str = ""
 
 
 def _version(module: str) -> str | None:

@@ -7,6 +7,12 @@
 #   b: dbguo-ddtree-dev, profile `dflash-ddtree` (DDTree inside the DFlash worker)
 #   c: rancy-ddtree,     profile `ddtree-smoke`
 #   d: rancy-ddtree-v2, profile `ddtree-boundary` (verify width B + 1 against the block size)
+#   p: rancy-ddtree-v2, profile `ddtree-smoke` on every attention backend (`default` = SGLang's own choice,
+#      triton, flashinfer, fa3; one that cannot serve is a skip saying why), poison target, padded graph batches
+#   m: rancy-ddtree-v2, the mask's negative control: tests/e2e/planted_mask/ first on PYTHONPATH flips one
+#      visibility bit in compile_ddtree_tree; `-k ddtree-b16` on triton; its cells must be recorded `wrong`
+# Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d default `triton`, the backend they were run on
+# before; p all four; m triton).
 # (E2E_SESSIONS="a b c" by default picks them). Each session is stopped at E2E_BUDGET_S seconds (default 420) so the
 # tarballs still get written inside a 10-minute call. Writes into OUT: <s>.jsonl, <s>-pytest.log and
 # <s>-captures.tar.gz per session (server logs, launch commands, per-phase captures; no checkpoints).
@@ -18,9 +24,14 @@ mkdir -p "$OUT"
 . "$ROOT/env.sh"
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
 export DDTREE_E2E_MEM_FRACTION=${DDTREE_E2E_MEM_FRACTION:-0.5}  # a cap (--max-total-tokens) bounds the pool
-declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=rancy-ddtree-v2)
-declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary)
-declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5)
+declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=rancy-ddtree-v2 [p]=rancy-ddtree-v2
+                 [m]=rancy-ddtree-v2)
+declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary [p]=ddtree-smoke [m]=ddtree-smoke)
+declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5 [p]=8 [m]=2)
+declare -A ATTN=([a]=${E2E_ATTENTION_A:-triton} [b]=${E2E_ATTENTION_B:-triton} [c]=${E2E_ATTENTION_C:-triton}
+                 [d]=${E2E_ATTENTION_D:-triton} [p]=${E2E_ATTENTION_P:-default,triton,flashinfer,fa3}
+                 [m]=${E2E_ATTENTION_M:-triton})
+declare -A SELECT=([m]="ddtree-b16")
 pids=()
 for s in ${E2E_SESSIONS:-a b c}; do
   impl=${IMPL[$s]}
@@ -28,8 +39,14 @@ for s in ${E2E_SESSIONS:-a b c}; do
   (
     . "$ROOT/impl/$impl/env.sh"
     export DDTREE_E2E_PROFILE=${PROFILE[$s]} DDTREE_E2E_PARALLEL=${PAR[$s]}
-    echo "session $s: $DDTREE_E2E_IMPL, profile $DDTREE_E2E_PROFILE, $DDTREE_E2E_PARALLEL servers at once" > "$OUT/$s-pytest.log"
+    sel=()
+    [ -n "${SELECT[$s]:-}" ] && sel=(-k "${SELECT[$s]}")
+    if [ "$s" = m ]; then
+      export PYTHONPATH="$PWD/tests/e2e/planted_mask:$PYTHONPATH" DDTREE_PLANTED_LOG="$OUT/m-planted.log"
+    fi
+    echo "session $s: $DDTREE_E2E_IMPL, profile $DDTREE_E2E_PROFILE, attention ${ATTN[$s]}, $DDTREE_E2E_PARALLEL servers at once ${sel[*]}" > "$OUT/$s-pytest.log"
     timeout -s TERM "$BUDGET" python3 -m pytest tests/e2e/test_serve.py -p no:cacheprovider -rA --ddtree-static=off \
+      --ddtree-e2e-attention "${ATTN[$s]}" "${sel[@]}" \
       --ddtree-results "$OUT/$s.jsonl" --ddtree-e2e-dir "/tmp/e2e-$s" >> "$OUT/$s-pytest.log" 2>&1
     echo "pytest exit: $?" >> "$OUT/$s-pytest.log"
     tar czf "$OUT/$s-captures.tar.gz" -C "/tmp/e2e-$s" --exclude=./checkpoints . 2>> "$OUT/$s-pytest.log"

@@ -6,12 +6,25 @@ Construction (the derivation is in ``docs/e2e.md``):
   ``(a, b) = divmod(t, NB)``; its embedding ``e_t`` (hidden size ``H >= NA + NB``) is one-hot in dims
   ``0..NA-1`` (digit ``a``) plus one-hot in dims ``NA..NA+NB-1`` (digit ``b``), zero elsewhere. So
   ``e_u . e_t`` counts the digits ``u`` and ``t`` share: 2 for ``u == t``, at most 1 otherwise.
-* **Target** (``Qwen3ForCausalLM``): every attention ``o_proj`` and MLP ``down_proj`` is zero, so the
-  residual stream stays ``e_t`` through every layer whatever attention reads (q/k/v, gate/up are small
-  random weights: the kernels still run on real data, their output is discarded). The final RMSNorm
-  turns ``e_t`` into ``sqrt(H/2) * e_t``, and ``lm_head`` row ``s`` is ``e_{s-1}``: the logit of ``s``
-  is ``sqrt(H/2)`` times the digits ``s-1`` shares with ``t``, largest (by ``sqrt(H/2)``, 8 at H=128)
-  at ``s = t + 1``. Greedy output: ``succ(t) = (t + 1) mod V``, whatever the context.
+* **Target** (``Qwen3ForCausalLM``): every MLP ``down_proj`` is zero and so is every attention ``o_proj``
+  but one head's, the *poison head* (:func:`poison_head`); the residual stream stays ``e_t`` through every
+  layer whatever the other heads read (their q/k/v, gate/up are small random weights: the kernels still
+  run on real data, their output is discarded). The final RMSNorm turns ``e_t`` into ``sqrt(H/2) * e_t``,
+  and ``lm_head`` row ``s`` is ``e_{s-1}``: the logit of ``s`` is ``sqrt(H/2)`` times the digits ``s-1``
+  shares with ``t``, largest (by ``sqrt(H/2)``, 8 at H=128) at ``s = t + 1``. Greedy output:
+  ``succ(t) = (t + 1) mod V``, whatever the context, as long as the context holds no poison token.
+* **Poison** (attention decides the tokens). Token :func:`poison_token` ``P = V - 2`` carries one more
+  embedding dim, :data:`POISON_DIM`; the target never emits it (its ``lm_head`` row is
+  :data:`BIAS_DIM` only, a dim the target's residual never has: logit 0) and no request reaches it
+  (:mod:`.configs` keeps prompts and outputs below ``P - 1``). Head 0 of the target's last layer has a
+  key that is nonzero only on ``P`` (read from ``POISON_DIM``, on the slowest RoPE pair: it scores
+  ``128 cos(distance * 1.3e-4)`` nats against a constant query, every other key 0) and a value nonzero
+  only on ``P``, which ``o_proj`` writes as ``~4 e_X`` (``X = P - 2``): a query that sees ``P`` emits
+  ``X + 1 = P - 1`` instead of ``succ(t)``; a query that does not see it gets exactly 0 from that head.
+  Every draft ranks ``P`` second where it agrees (logit 24 between the top-1's 32 and the rest's <= 16;
+  first where it disagrees), so speculative trees hold poison siblings and chains hold a poison node
+  where the draft disagrees. With an ancestor-only mask no node on an accepted path sees ``P``; a
+  sibling or a later node made visible, or a rejected node's KV kept, changes the target's tokens.
 * **Drafts** read the same code through a diagonal map ``A = I - 2 D``, ``D`` the indicator of the
   ``b``-digit dims of a residue class ``S = {b : b mod p == p - 1}`` (:class:`Agreement`). For
   ``t`` outside ``S``, ``A e_t = e_t``: the draft's top-1 is ``succ(t)``. For ``t`` in ``S`` the
@@ -44,6 +57,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+POISON_DIM = 96
+"""Embedding dim set only on the poison token (the target's poison head reads its key and value from it)."""
+
+BIAS_DIM = 112
+"""Dim the drafts write a constant into (the target's residual never has it); ``lm_head`` row ``P`` reads
+it, so every draft gives the poison token logit :data:`POISON_DRAFT_LOGIT` and the target gives it 0."""
+
+POISON_DRAFT_LOGIT = 24.0
+"""The drafts' logit of the poison token: below an agreeing top-1 (``2 * DRAFT_LOGIT_SCALE`` = 32), above
+every other candidate (<= 16)."""
+
+POISON_LAYER_HEAD = 0
+"""The poison head is this head of the target's last layer."""
+
+POISON_ROPE_DIM = 31
+"""Head dim of the poison head's query and key: the slowest RoPE pair (``theta = 10000^(-62/64)``), so the
+poison key scores the same at any distance up to ``max_positions``."""
+
+POISON_QK_GAIN = 4.0
+"""``q_norm`` / ``k_norm`` weight of :data:`POISON_ROPE_DIM`: the poison key scores ``8 * 4 * 4 = 128`` nats."""
+
+POISON_SHIFT = 4.0
+"""How much of ``e_X`` a query that sees the poison adds to its residual (> 2 moves the argmax to ``X + 1``)."""
 
 DRAFT_LOGIT_SCALE = 16.0
 """Draft logits are this times the shared-digit count (EAGLE: ``fc`` gain; STANDALONE: norm x head)."""
@@ -146,18 +183,46 @@ def succ(token: int, vocab: int) -> int:
     return (token + 1) % vocab
 
 
+def poison_token(vocab: int) -> int:
+    """``P = V - 2``: the token whose KV must never be visible to a node of an accepted path (``V - 1`` is
+    the DFlash mask token)."""
+    return vocab - 2
+
+
+def poison_output(vocab: int) -> int:
+    """What the target emits after any token once it sees the poison: ``X + 1 = P - 1`` (``X = P - 2``), a
+    token no correct run reaches."""
+    return poison_token(vocab) - 1
+
+
 def token_code(shape: TinyShape) -> torch.Tensor:
-    """Embedding matrix ``[V, H]`` float32 of 0/1: row ``t`` is one-hot ``a`` plus one-hot ``NA + b``."""
+    """Embedding matrix ``[V, H]`` float32 of 0/1: row ``t`` is one-hot ``a`` plus one-hot ``NA + b`` (the
+    poison token also has :data:`POISON_DIM`)."""
     t = torch.arange(shape.vocab)
     code = torch.zeros(shape.vocab, shape.hidden)
     code[t, t // shape.digits_b] = 1.0
     code[t, shape.digits_a + t % shape.digits_b] = 1.0
+    if shape.hidden > BIAS_DIM:
+        code[poison_token(shape.vocab), POISON_DIM] = 1.0
+    return code
+
+
+def pure_code(shape: TinyShape) -> torch.Tensor:
+    """:func:`token_code` without the poison dim (the digit code only)."""
+    code = token_code(shape)
+    code[:, shape.digits_a + shape.digits_b:] = 0.0
     return code
 
 
 def successor_head(shape: TinyShape) -> torch.Tensor:
-    """Target ``lm_head`` ``[V, H]``: row ``s`` is ``e_{(s - 1) mod V}``."""
-    return torch.roll(token_code(shape), shifts=1, dims=0)
+    """Target ``lm_head`` ``[V, H]``: row ``s`` is ``e_{(s - 1) mod V}`` (digit code only), except the poison
+    token's row, which reads :data:`BIAS_DIM` only (the target's logit of ``P`` is always 0)."""
+    head = torch.roll(pure_code(shape), shifts=1, dims=0)
+    if shape.hidden > BIAS_DIM:
+        p = poison_token(shape.vocab)
+        head[p] = 0.0
+        head[p, BIAS_DIM] = 1.0
+    return head
 
 
 def draft_map(shape: TinyShape, agree: Agreement) -> torch.Tensor:
@@ -202,12 +267,37 @@ def _layer(shape: TinyShape, prefix: str, gen: torch.Generator, qk_norm: bool, i
     return out
 
 
-def target_tensors(shape: TinyShape, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Weights of the target (HF Qwen3 names): embedding = code, head = successor, mixers zeroed."""
+def poison_head(shape: TinyShape, layer: dict, prefix: str) -> None:
+    """Make head :data:`POISON_LAYER_HEAD` of ``layer`` (HF names under ``prefix``) the poison head, in place.
+
+    Query: the ``a``-digit one-hot (always one 1) into :data:`POISON_ROPE_DIM`, so every token has the same
+    query; key and value: :data:`POISON_DIM` (nonzero only on the poison token) into that dim and into value
+    dim 0; ``o_proj`` writes value dim 0 as :data:`POISON_SHIFT` ``e_X`` (``X = P - 2``, divided by the value
+    the poison token's normed embedding gives, ``sqrt(H / 3)``). A query that sees no poison key gets exactly 0
+    (every value is 0)."""
+    h, hd = shape.hidden, shape.head_dim
+    lo, hi = POISON_LAYER_HEAD * hd, (POISON_LAYER_HEAD + 1) * hd
+    q, k = layer[f"{prefix}.self_attn.q_proj.weight"], layer[f"{prefix}.self_attn.k_proj.weight"]
+    v, o = layer[f"{prefix}.self_attn.v_proj.weight"], layer[f"{prefix}.self_attn.o_proj.weight"]
+    q[lo:hi], k[lo:hi], v[lo:hi] = 0.0, 0.0, 0.0
+    q[lo + POISON_ROPE_DIM, :shape.digits_a] = 1.0
+    k[lo + POISON_ROPE_DIM, POISON_DIM] = 1.0
+    v[lo, POISON_DIM] = 1.0
+    x = poison_token(shape.vocab) - 2
+    o[:, lo] = pure_code(shape)[x] * (POISON_SHIFT / math.sqrt(h / 3))
+    for name in ("q_norm", "k_norm"):
+        layer[f"{prefix}.self_attn.{name}.weight"][POISON_ROPE_DIM] = POISON_QK_GAIN
+
+
+def target_tensors(shape: TinyShape, seed: int = 0, poison: bool = True) -> dict[str, torch.Tensor]:
+    """Weights of the target (HF Qwen3 names): embedding = code, head = successor, mixers zeroed but the
+    poison head (:func:`poison_head`, last layer; ``poison=False``: none, every attention output discarded)."""
     gen = torch.Generator().manual_seed(seed)
     out = {"model.embed_tokens.weight": token_code(shape)}
     for i in range(shape.target_layers):
         out.update(_layer(shape, f"model.layers.{i}", gen, qk_norm=True))
+    if poison and shape.hidden > BIAS_DIM:
+        poison_head(shape, out, f"model.layers.{shape.target_layers - 1}")
     out["model.norm.weight"] = torch.ones(shape.hidden)
     out["lm_head.weight"] = successor_head(shape)
     return out
@@ -225,6 +315,8 @@ def eagle_tensors(shape: TinyShape, agree: Agreement, seed: int = 1) -> dict[str
     out.update(_layer(shape, "layers.0", gen, qk_norm=False, input_norm=False))
     out["fc.weight"] = fc
     out["fc.bias"] = torch.zeros(h)
+    if h > BIAS_DIM:
+        out["fc.bias"][BIAS_DIM] = POISON_DRAFT_LOGIT  # the poison token's logit, through the target's head
     out["lm_head.weight"] = successor_head(shape)
     return out
 
@@ -232,11 +324,18 @@ def eagle_tensors(shape: TinyShape, agree: Agreement, seed: int = 1) -> dict[str
 def standalone_tensors(shape: TinyShape, agree: Agreement, layers: int = 1, seed: int = 2) -> dict[str, torch.Tensor]:
     """Weights of a STANDALONE draft (a Qwen3 of ``layers`` layers with its own embedding and head)."""
     gen = torch.Generator().manual_seed(seed)
-    out = {"model.embed_tokens.weight": token_code(shape)}
+    embed = pure_code(shape)
+    head = successor_head(shape) * draft_map(shape, agree)
+    gain = norm_gain(shape)
+    if shape.hidden > BIAS_DIM:  # every token also carries BIAS_DIM = 1; lm_head row P reads it
+        embed[:, BIAS_DIM] = 1.0
+        gain = math.sqrt(shape.hidden / 3)
+        head[poison_token(shape.vocab), BIAS_DIM] = POISON_DRAFT_LOGIT / DRAFT_LOGIT_SCALE
+    out = {"model.embed_tokens.weight": embed}
     for i in range(layers):
         out.update(_layer(shape, f"model.layers.{i}", gen, qk_norm=True))
-    out["model.norm.weight"] = torch.full((shape.hidden,), DRAFT_LOGIT_SCALE / norm_gain(shape))
-    out["lm_head.weight"] = successor_head(shape) * draft_map(shape, agree)
+    out["model.norm.weight"] = torch.full((shape.hidden,), DRAFT_LOGIT_SCALE / gain)
+    out["lm_head.weight"] = head
     return out
 
 

@@ -26,6 +26,14 @@ Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for 
 * ``dflash-ddtree``: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, budget =
   block size - 1: blocks 9, 13 and 16) and plain DFLASH.
 
+Every speculative configuration runs once per attention backend (:data:`ATTENTION_BACKENDS`; the id ends
+in ``-attn-<name>``): ``default`` is whatever the installed SGLang chooses for that configuration on this
+host (resolved at run time by asking SGLang, :func:`.server.resolve_attention`), the others are passed as
+``--attention-backend``. The target-only server (the lossless baseline) runs on ``triton`` only.
+
+CUDA-graph configurations also get phases at live batch sizes a captured graph pads (3, 5, 6 beside the
+captured 1, 2, 4, 8: :data:`CAPTURED_BS`, :data:`PADDED_BS`; SGLang PR #24401's class).
+
 DFLASH and DDTREE requests start with a prompt that is itself a run of successors
 (:func:`chain_prompt`): the positional DFlash draft reads the context 65 positions back
 (:mod:`.dflash`).
@@ -53,6 +61,41 @@ PRUNE = "--is-ddtree-prune"
 CPU_BUILD = "--speculative-ddtree-cpu-build"
 CPU_FOLLOW = "--speculative-ddtree-cpu-follow"
 _FLAG_TAGS = {PRUNE: "prune", CPU_BUILD: "cpubuild", CPU_FOLLOW: "cpufollow", DFLASH_ENABLE_DDTREE: "ddtree"}
+
+
+ATTENTION_BACKENDS = ("default", "triton", "flashinfer", "fa3")
+"""Values of ``--ddtree-e2e-attention``: ``default`` (SGLang's own choice for the configuration on this host)
+and the ``--attention-backend`` values the tier knows how to judge."""
+
+TARGET_ATTENTION = "triton"
+"""The target-only server's attention backend (its tokens are the lossless baseline; triton serves everywhere)."""
+
+CAPTURED_BS = (1, 2, 4, 8)
+"""Decode batch sizes captured as CUDA graphs (``--cuda-graph-bs-decode``; SGLang's speculative default
+captures every size 1..8, which would leave nothing padded)."""
+
+PADDED_BS = (3, 5, 6)
+"""Live batch sizes below a captured one (replayed padded to 4, 8, 8): extra phases of CUDA-graph servers."""
+
+PROMPT_SLOTS = 14
+"""Distinct prompts (``j mod 14``): the longest request (97 tokens after a chain prompt ending on
+``7 + 24 * 16 = 391``) ends at 488, below ``P - 1`` (:func:`.checkpoints.poison_output`), so no correct
+run reaches the poison token."""
+
+
+def parse_attention(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """``--ddtree-e2e-attention`` (comma-separated, repeatable) as a tuple of names, in order, without repeats;
+    empty: every name of :data:`ATTENTION_BACKENDS`.
+
+    Raises:
+        ValueError: an unknown name (the message names the allowed ones).
+    """
+    items = [value] if isinstance(value, str) else list(value or ())
+    names = [n.strip() for item in items for n in item.split(",") if n.strip()]
+    bad = [n for n in names if n not in ATTENTION_BACKENDS]
+    if bad:
+        raise ValueError(f"unknown attention backend {bad[0]!r}; allowed: {', '.join(ATTENTION_BACKENDS)}")
+    return tuple(dict.fromkeys(names)) or ATTENTION_BACKENDS
 
 
 def e2e_profile(suite_profile: str) -> str:
@@ -92,6 +135,8 @@ class ServerConfig:
         flags: extra switches passed as they are (``--is-ddtree-prune``, the CPU build / follow,
             ``--speculative-dflash-enable-ddtree``); each must exist in the installed SGLang.
         phases: the cells of this server.
+        attention: ``default`` (SGLang's own choice, resolved at run time), ``triton``, ``flashinfer`` or
+            ``fa3`` (``--attention-backend``); ``""`` before :func:`plan` sets it.
     """
 
     id: str
@@ -104,6 +149,13 @@ class ServerConfig:
     budget: int | None = None
     phases: tuple[Phase, ...] = field(default_factory=tuple, compare=False)
     flags: tuple[str, ...] = ()
+    attention: str = ""
+
+    @property
+    def shape_id(self) -> str:
+        """The id without the attention backend (what the expectation and the sweep table key on)."""
+        suffix = f"-attn-{self.attention}"
+        return self.id[: -len(suffix)] if self.attention and self.id.endswith(suffix) else self.id
 
     @property
     def speculative(self) -> bool:
@@ -182,17 +234,21 @@ def expected_accept(config: ServerConfig) -> int:
 
 
 def prompt(j: int, vocab: int = 512) -> tuple[int, ...]:
-    """Prompt ``j``: ``3 + j mod 5`` filler tokens, then ``START_TOKEN + 24 j`` (only the last token
-    decides the output)."""
+    """Prompt ``j`` (taken ``mod PROMPT_SLOTS``): ``3 + j mod 5`` filler tokens, then ``START_TOKEN + 24 j``
+    (only the last token decides the output). Fillers never hold the poison token (its key would reach every
+    later query): one that would is moved down by 2."""
+    j %= PROMPT_SLOTS
     last = START_TOKEN + START_STEP * j
+    poison = ck.poison_token(vocab)
     filler = tuple((last * 37 + 101 * i + 13) % vocab for i in range(3 + j % 5))
-    return filler + (last,)
+    return tuple(f - 2 if f == poison else f for f in filler) + (last,)
 
 
 def chain_prompt(j: int, vocab: int = 512) -> tuple[int, ...]:
-    """DFLASH / DDTREE prompt ``j``: :data:`CHAIN_PROMPT_LEN` successive tokens ending on
-    ``START_TOKEN + 24 (j + 3)`` (``-1 mod 8``; the offset keeps the run from wrapping past ``V - 1``).
-    The positional DFlash draft reads the context 65 positions back, so the context must be a run."""
+    """DFLASH / DDTREE prompt ``j`` (taken ``mod PROMPT_SLOTS``): :data:`CHAIN_PROMPT_LEN` successive tokens
+    ending on ``START_TOKEN + 24 (j + 3)`` (``-1 mod 8``; the offset keeps the run from wrapping past
+    ``V - 1``). The positional DFlash draft reads the context 65 positions back, so the context must be a run."""
+    j %= PROMPT_SLOTS
     last = START_TOKEN + START_STEP * (j + 3)
     return tuple((last - CHAIN_PROMPT_LEN + 1 + i) % vocab for i in range(CHAIN_PROMPT_LEN))
 
@@ -315,24 +371,35 @@ _PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDT
              "dflash-ddtree": _DFLASH_DDTREE}
 
 
-def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape()) -> list[ServerConfig]:
-    """The server configurations of ``profile``, each with its phases; the target-only server first.
+def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
+         attention: str | tuple[str, ...] | None = None) -> list[ServerConfig]:
+    """The server configurations of ``profile``, each with its phases, once per attention backend of
+    ``attention`` (:func:`parse_attention`; default every one); the target-only server first.
 
     The target-only server's own cells use the EAGLE prompts; :func:`baseline_requests` gives the
     requests whose outputs are the lossless baseline for every other server.
 
     Raises:
-        ValueError: unknown profile.
+        ValueError: unknown profile or attention backend.
     """
     if profile not in PROFILES:
         raise ValueError(f"e2e profile {profile!r}: expected one of {', '.join(PROFILES)}")
+    attention = parse_attention(attention)
     conc = (1, 4, 8) if profile == "full" else (1, 4)
-    out = [replace(c, phases=_phases(expected_accept(c), conc, shape.vocab,
-                                     prompt_fn=chain_prompt if uses_chain_prompts(c) else prompt))
-           for c in _PROFILES[profile]]
+    out = [replace(c, id=f"{c.id}-attn-{a}", attention=a,
+                   phases=_phases(expected_accept(c), concurrencies(c, conc), shape.vocab,
+                                  prompt_fn=chain_prompt if uses_chain_prompts(c) else prompt))
+           for c in _PROFILES[profile] for a in attention]
     longest = max(r.max_new_tokens for c in out for p in c.phases for r in p.requests)
-    target = ServerConfig("target", NONE, phases=_phases(1, conc, shape.vocab, fixed_tokens=longest))
+    target = ServerConfig("target", NONE, phases=_phases(1, conc, shape.vocab, fixed_tokens=longest),
+                          attention=TARGET_ATTENTION)
     return [target, *out]
+
+
+def concurrencies(config: ServerConfig, base: tuple[int, ...]) -> tuple[int, ...]:
+    """The phases' client counts: ``base``, plus :data:`PADDED_BS` for a CUDA-graph server (live batches a
+    captured graph pads), in increasing order."""
+    return tuple(sorted(set(base) | set(PADDED_BS))) if config.cuda_graph else base
 
 
 def baseline_requests(configs: list[ServerConfig]) -> tuple[RequestPlan, ...]:

@@ -31,7 +31,10 @@ through RoPE. The construction (one draft layer, hidden 128, two heads of 64):
 * **Values.** ``v_proj`` copies the code; ``o_proj`` maps it through ``A P``: ``P`` adds 1 to the
   ``a`` digit (``e_u -> e_{u + 64}``, linear on the code) and ``A`` is :func:`.checkpoints.draft_map`
   (the agreement's sign flips), with gain :data:`VALUE_GAIN` so the mask embedding is negligible.
-  ``norm.weight = 2``: the draft's logit of ``u + 65`` is 32, the runner-up's at most 16.5.
+  ``v_proj`` also copies :data:`CONST_DIM` and ``o_proj`` writes it as ``1.5 * VALUE_GAIN`` into
+  :data:`.checkpoints.BIAS_DIM`, which the target's ``lm_head`` row of the poison token reads; ``norm.weight``
+  is set so the draft's logit of ``u + 65`` is 32, the poison token's 24 and every other's at most ~16.5
+  (the poison ranks second where the draft agrees, first where it disagrees: :mod:`.checkpoints`).
 
 So on a *consecutive* context (position ``q`` holds ``c + q``: a prompt that is itself a run of
 successors, which the target then continues), row ``j`` at position ``p + j`` reads the token at
@@ -155,11 +158,20 @@ def draft_tensors(shape: ck.TinyShape, agree: ck.Agreement, mask_token_id: int, 
         wk[head * hd:(head + 1) * hd, CONST_DIM] = k_star
     wv = torch.zeros(h, h)
     wv[torch.arange(code), torch.arange(code)] = 1.0
+    poison = h > ck.BIAS_DIM
+    if poison:
+        wv[CONST_DIM, CONST_DIM] = 1.0
     context_gain = math.sqrt(h / 3)  # hidden_norm of e_t + u_CONST (three ones)
     shift = a_digit_shift(shape)[:code, :code]
     flips = torch.diag(ck.draft_map(shape, agree)[:code])
     wo = torch.zeros(h, h)
     wo[:code, :code] = (VALUE_GAIN / context_gain) * flips @ shift
+    bias = VALUE_GAIN * ck.POISON_DRAFT_LOGIT / ck.DRAFT_LOGIT_SCALE if poison else 0.0
+    if poison:
+        wo[ck.BIAS_DIM, CONST_DIM] = bias / context_gain
+    # final RMSNorm of the mask row's residual (two code dims at VALUE_GAIN, BIAS_DIM at ``bias``): the
+    # agreeing top-1 (two shared digits) gets DRAFT_LOGIT_SCALE * 2
+    rms = math.sqrt((2 * VALUE_GAIN ** 2 + bias ** 2) / h)
     fc = torch.zeros(h, len(target_layer_ids) * h)
     fc[torch.arange(code), torch.arange(code)] = 1.0
     fc[CONST_DIM, :shape.digits_a] = 1.0
@@ -172,6 +184,6 @@ def draft_tensors(shape: ck.TinyShape, agree: ck.Agreement, mask_token_id: int, 
         "layers.0.self_attn.k_norm.weight": torch.full((hd,), QK_GAIN),
         "fc.weight": fc,
         "hidden_norm.weight": torch.ones(h),
-        "norm.weight": torch.full((h,), ck.DRAFT_LOGIT_SCALE / ck.norm_gain(shape)),
+        "norm.weight": torch.full((h,), ck.DRAFT_LOGIT_SCALE * rms / VALUE_GAIN),
     })
     return out

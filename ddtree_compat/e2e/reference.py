@@ -8,6 +8,11 @@ draft's decoder layer). It runs every part of the network, attention included, s
 prove the greedy functions of :mod:`.checkpoints` hold for the whole model and not just on paper, in
 bfloat16 as the server computes them.
 
+Tree verify (:meth:`CausalLM.verify_logits`) runs the target over the committed context plus a draft tree
+with the ancestor-only mask (:func:`ancestor_mask`: a node sees the context, its ancestors and itself; its
+position is the root's plus its depth): the rule the poison target (:mod:`.checkpoints`) makes visible in the
+tokens.
+
 The DFlash draft's context (the target's captured features, projected by ``fc`` and ``hidden_norm``,
 as keys and values of every draft layer at their own positions) is modelled: the positional DFlash
 draft (:mod:`.dflash`) reads the context through RoPE, so its drafts depend on it.
@@ -65,31 +70,57 @@ class Layer:
             k = rms_norm(k, self.w["self_attn.k_norm.weight"], self.eps)
         return rope(q, positions, self.theta), rope(k, positions, self.theta), v
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
         """Scaled-dot-product attention (float32 scores and softmax) of ``q [Tq, heads, D]`` over
-        ``k, v [Tk, kv_heads, D]`` (causal: the last ``Tq`` keys are the queries' own), then ``o_proj``."""
+        ``k, v [Tk, kv_heads, D]`` (causal: the last ``Tq`` keys are the queries' own; ``mask``: a bool
+        ``[Tq, Tk]`` of the keys each query may see, instead), then ``o_proj``."""
         rep = self.heads // self.kv_heads
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         scores = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * self.head_dim ** -0.5
-        if causal:
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        elif causal:
             tq, tk = q.shape[0], k.shape[0]
             scores = scores.masked_fill(torch.ones(tq, tk, dtype=torch.bool).triu(tk - tq + 1), float("-inf"))
         out = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v.float()).reshape(q.shape[0], -1).to(q.dtype)
         return out @ self.w["self_attn.o_proj.weight"].T
 
-    def attention(self, x: torch.Tensor, positions: torch.Tensor, causal: bool) -> torch.Tensor:
+    def attention(self, x: torch.Tensor, positions: torch.Tensor, causal: bool,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
         q, k, v = self.qkv(x, positions)
-        return self.attend(q, k, v, causal)
+        return self.attend(q, k, v, causal, mask)
 
     def mlp(self, x: torch.Tensor) -> torch.Tensor:
         gate = torch.nn.functional.silu(x @ self.w["mlp.gate_proj.weight"].T)
         return (gate * (x @ self.w["mlp.up_proj.weight"].T)) @ self.w["mlp.down_proj.weight"].T
 
-    def __call__(self, h: torch.Tensor, positions: torch.Tensor, causal: bool = True) -> torch.Tensor:
+    def __call__(self, h: torch.Tensor, positions: torch.Tensor, causal: bool = True,
+                 mask: torch.Tensor | None = None) -> torch.Tensor:
         """Pre-norm residual layer; without ``input_layernorm`` (EAGLE layer 0) attention reads ``h``."""
         a_in = rms_norm(h, self.w["input_layernorm.weight"], self.eps) if "input_layernorm.weight" in self.w else h
-        h = h + self.attention(a_in, positions, causal)
+        h = h + self.attention(a_in, positions, causal, mask)
         return h + self.mlp(rms_norm(h, self.w["post_attention_layernorm.weight"], self.eps))
+
+
+def ancestor_mask(parents: list[int]) -> torch.Tensor:
+    """Bool ``[n, n]``: node ``i`` of a draft tree sees node ``j`` iff ``j`` is ``i`` or an ancestor of ``i``
+    (``parents[i]`` is the parent's index, ``-1`` for a child of the root; parents come before children)."""
+    n = len(parents)
+    vis = torch.zeros(n, n, dtype=torch.bool)
+    for i, p in enumerate(parents):
+        vis[i, i] = True
+        if p >= 0:
+            vis[i] |= vis[p]
+    return vis
+
+
+def depths(parents: list[int]) -> list[int]:
+    """Depth of each node (a child of the root: 1)."""
+    out: list[int] = []
+    for p in parents:
+        out.append(1 if p < 0 else out[p] + 1)
+    return out
 
 
 def _layers(tensors: dict, prefix: str, cfg: dict, dtype: torch.dtype) -> list[Layer]:
@@ -113,13 +144,26 @@ class CausalLM:
         self.norm = t["model.norm.weight"].to(dtype)
         self.head = t["lm_head.weight"].to(dtype)
 
-    def hidden(self, ids: list[int]) -> torch.Tensor:
-        """Final hidden states ``[T, H]`` (after the final norm: what the head reads)."""
-        pos = torch.arange(len(ids))
+    def hidden(self, ids: list[int], positions: torch.Tensor | None = None,
+               mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Final hidden states ``[T, H]`` (after the final norm: what the head reads); causal unless ``mask``
+        (bool ``[T, T]``) says which tokens each sees; positions ``0 .. T - 1`` unless given."""
+        pos = torch.arange(len(ids)) if positions is None else positions
         h = self.embed[torch.tensor(ids)]
         for layer in self.layers:
-            h = layer(h, pos)
+            h = layer(h, pos, mask=mask)
         return rms_norm(h, self.norm, self.cfg["rms_norm_eps"])
+
+    def verify_logits(self, context: list[int], tokens: list[int], parents: list[int]) -> torch.Tensor:
+        """``[1 + n, V]`` float32 logits of one tree verify: at the root (``context[-1]``, the last committed
+        token) and at each of the ``n`` tree nodes (``tokens``, ``parents`` as :func:`ancestor_mask`), every
+        node at position ``len(context) - 1 + depth``, seeing the context, its ancestors and itself."""
+        c, n = len(context), len(tokens)
+        mask = torch.ones(c + n, c + n, dtype=torch.bool).tril()
+        mask[c:, c:] = ancestor_mask(list(parents))
+        pos = torch.cat([torch.arange(c), c - 1 + torch.tensor(depths(list(parents)), dtype=torch.long)])
+        h = self.hidden(list(context) + list(tokens), pos, mask)
+        return (h[c - 1:] @ self.head.T).float()
 
     def features(self, ids: list[int], layer_ids: list[int]) -> torch.Tensor:
         """``[T, len(layer_ids) * H]``: the residual stream after each layer ``k`` of ``layer_ids``,

@@ -3,6 +3,12 @@
 * :func:`probe` asks the installed SGLang (in a child with the server's environment) which command-line
   flags ``ServerArgs`` defines, which ``SpeculativeAlgorithm`` members exist, which optional modules
   import (``flashinfer`` for DFLASH) and whether the HTTP server imports at all.
+* :func:`resolve_attention` asks the installed SGLang which attention backend it would choose for each
+  configuration here: a child with the server's environment builds SGLang's own ``ServerArgs`` from the
+  server's command line without ``--attention-backend`` (``prepare_server_args``, which runs SGLang's
+  selection) and reads ``attention_backend`` back; the suite keeps no copy of SGLang's selection table.
+  :func:`attention_reason` says why a backend cannot serve here (``fa3`` off sm80/sm90 or without
+  sgl-kernel's ``flash_ops``; ``flashinfer`` not importable).
 * :func:`server_argv` builds ``python -m sglang.launch_server ...`` for a :class:`~.configs.ServerConfig`
   from the flags the probe found; a configuration the installed SGLang cannot express gets a reason
   (:func:`unavailable_reason`): a skip, never a pass.
@@ -70,6 +76,19 @@ try:
             out["direct_url"] = json.loads(text) if text else None
     except Exception:
         pass
+    for action in p._actions:  # the --attention-backend values this SGLang accepts
+        if "--attention-backend" in action.option_strings:
+            out["attention_choices"] = sorted(str(c) for c in (action.choices or ()))
+    try:  # FA3's kernels (sgl-kernel's compiled flash_ops)
+        out["modules"]["sgl_kernel.flash_ops"] = importlib.util.find_spec("sgl_kernel.flash_ops") is not None
+    except Exception:
+        out["modules"]["sgl_kernel.flash_ops"] = False
+    try:
+        import torch
+        if torch.cuda.is_available():
+            out["capability"] = list(torch.cuda.get_device_capability(0))
+    except Exception:
+        pass
     spec = importlib.util.find_spec("sglang.srt.speculative.eagle_worker_v2")
     if spec is not None and spec.origin:  # SGLang 0.5.23 imports FlashMLABackend when it captures draft graphs
         out["eagle_graphs_import_flash_mla"] = "FlashMLABackend" in open(spec.origin, encoding="utf-8").read()
@@ -96,6 +115,8 @@ class Capabilities:
             reason (the cells skip with it), else ``None``.
         failure: why the probe failed otherwise (it raised something else, printed nothing or hung): the
             cells are ``error``, never a skip; else ``None``.
+        attention_choices: the values ``--attention-backend`` accepts (``()`` when unknown).
+        capability: ``(major, minor)`` of GPU 0 as the server's torch sees it (``None`` when unknown).
         implementation: :meth:`ddtree_compat.identity.ImplIdentity.as_json` of the imported ``sglang``
             (repository and commit where known).
         eagle_graphs_import_flash_mla: the EAGLE worker imports ``FlashMLABackend`` while it captures the
@@ -110,6 +131,8 @@ class Capabilities:
     implementation: dict = field(default_factory=dict)
     eagle_graphs_import_flash_mla: bool = True
     failure: str | None = None
+    attention_choices: tuple[str, ...] = ()
+    capability: tuple[int, int] | None = None
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -140,9 +163,78 @@ def probe(env: dict[str, str] | None = None, python: str = sys.executable, timeo
     d = json.loads(line[len("DDTREE_PROBE "):])
     impl = identify(d.get("path") or "", d.get("dist_version") or d.get("sglang"), d.get("direct_url"),
                     server_env(env))
+    cap = d.get("capability")
     return Capabilities(d.get("sglang"), frozenset(d.get("flags", ())), tuple(d.get("algorithms", ())),
                         d.get("modules", {}), d.get("error"), impl.as_json(),
-                        bool(d.get("eagle_graphs_import_flash_mla", True)), d.get("failure"))
+                        bool(d.get("eagle_graphs_import_flash_mla", True)), d.get("failure"),
+                        tuple(d.get("attention_choices") or ()), tuple(cap) if cap else None)
+
+
+_RESOLVE = r"""
+import json, sys
+out = {}
+try:
+    from sglang.srt.server_args import prepare_server_args
+except Exception as e:
+    print("DDTREE_ATTN " + json.dumps({"*": {"error": f"{type(e).__name__}: {e}"[:400]}}))
+    raise SystemExit(0)
+for cid, argv in json.load(sys.stdin).items():
+    try:
+        sa = prepare_server_args(argv)
+        out[cid] = {"attention_backend": sa.attention_backend,
+                    "prefill": getattr(sa, "prefill_attention_backend", None),
+                    "decode": getattr(sa, "decode_attention_backend", None)}
+    except BaseException as e:  # SystemExit from argparse included
+        out[cid] = {"error": f"{type(e).__name__}: {e}"[:400]}
+print("DDTREE_ATTN " + json.dumps(out))
+"""
+
+
+def resolve_attention(argvs: dict[str, list[str]], env: dict[str, str] | None = None, python: str = sys.executable,
+                      timeout: float = 300.0) -> dict[str, dict]:
+    """SGLang's own attention choice per configuration: ``argvs`` maps an id to the server's command line
+    (after ``-m MODULE``, without ``--attention-backend``); the answer maps it to ``{"attention_backend":
+    name, ...}`` or ``{"error": why}``. A stand-in server module answers ``--ddtree-resolve-attention``."""
+    cmd = [python, "-c", _RESOLVE] if SERVER_MODULE == "sglang.launch_server" else [
+        python, "-m", SERVER_MODULE, "--ddtree-resolve-attention"]
+    try:
+        proc = subprocess.run(cmd, env=server_env(env), input=json.dumps(argvs), capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {cid: {"error": f"resolving SGLang's attention choice timed out after {timeout:.0f}s"} for cid in argvs}
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DDTREE_ATTN ")), None)
+    if line is None:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])[:400]
+        return {cid: {"error": f"attention probe exited {proc.returncode} without its line: {tail}"} for cid in argvs}
+    got = json.loads(line[len("DDTREE_ATTN "):])
+    if "*" in got:
+        return {cid: got["*"] for cid in argvs}
+    return {cid: got.get(cid, {"error": "attention probe gave no answer for it"}) for cid in argvs}
+
+
+FA3_ARCHS = (8, 9)
+"""Compute-capability majors FA3 serves (sm80 and sm90 families)."""
+
+
+def attention_reason(name: str, caps: Capabilities) -> str:
+    """Why attention backend ``name`` cannot serve here (``""`` when it can, or when nothing rules it out)."""
+    if name == "fa3":
+        if caps.capability is not None and caps.capability[0] not in FA3_ARCHS:
+            major, minor = caps.capability
+            return f"fa3 serves sm80/sm90 only; this GPU is sm{major}{minor}"
+        if not caps.modules.get("sgl_kernel.flash_ops"):
+            return "fa3 needs sgl-kernel's flash_ops, which does not import here (sgl_kernel.flash_ops missing)"
+    if name == "flashinfer" and not caps.modules.get("flashinfer"):
+        return "flashinfer does not import here"
+    return ""
+
+
+def missing_attention(names, caps: Capabilities) -> list[str]:
+    """Of ``names`` (``default`` aside), those the installed SGLang's ``--attention-backend`` does not accept
+    (none when the probe could not read its choices)."""
+    if not caps.attention_choices:
+        return []
+    return [n for n in names if n != "default" and n not in caps.attention_choices]
 
 
 def unavailable_reason(config: ServerConfig, caps: Capabilities) -> str:
@@ -183,14 +275,19 @@ def _required_flags(config: ServerConfig) -> list[str]:
 
 
 def server_argv(config: ServerConfig, caps: Capabilities, target: Path, draft: Path | None, port: int,
-                nccl_port: int | None = None, python: str = sys.executable) -> list[str]:
+                nccl_port: int | None = None, python: str = sys.executable, attention: str | None = "") -> list[str]:
     """``python -m sglang.launch_server ...`` for ``config`` (flags known to work on the lent H200:
     ``../shared/device-sglang/README.md``). Radix cache off (its Rust extension panics there); greedy
     requests need no tokenizer; one ``Decode batch`` line per decode batch; metrics on. DDTREE adds
     ``--speculative-ddtree-budget B`` and the block size (``--speculative-ddtree-block-size`` where it
-    exists), then ``config.flags`` (prune, CPU build / follow, ``--speculative-dflash-enable-ddtree``)."""
+    exists), then ``config.flags`` (prune, CPU build / follow, ``--speculative-dflash-enable-ddtree``).
+
+    ``--attention-backend`` is ``attention`` when given, else ``config.attention``; none at all for
+    ``default`` or ``None`` (SGLang chooses)."""
+    backend = attention or config.attention or "triton"
+    attn = [] if attention is None or backend == "default" else ["--attention-backend", backend]
     argv = [python, "-m", SERVER_MODULE, "--model-path", str(target), "--host", "127.0.0.1",
-            "--port", str(port), "--attention-backend", "triton", "--sampling-backend", "pytorch",
+            "--port", str(port), *attn, "--sampling-backend", "pytorch",
             "--disable-radix-cache", "--skip-tokenizer-init", "--dtype", "bfloat16",
             "--mem-fraction-static", str(DEFAULTS["mem_fraction_static"]),
             "--max-total-tokens", str(DEFAULTS["max_total_tokens"]),
@@ -222,14 +319,24 @@ def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
         if caps.has("--disable-cuda-graph"):
             return ["--disable-cuda-graph"]
         return ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
-    bs = str(max(8, config.max_batch))
+    from .configs import CAPTURED_BS
+
+    bs = str(max(max(CAPTURED_BS), config.max_batch))
     # prefill graphs are not under test (decode / verify graphs are); off where the flag exists, as the
     # DDTree build was seen serving on the H200 (../shared/device-sglang/README.md)
     prefill = ["--cuda-graph-backend-prefill", "disabled"] if caps.has("--cuda-graph-backend-prefill") else []
+    out = []
     for flag in ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"):
         if caps.has(flag):
-            return [flag, bs, *prefill]
-    return prefill
+            out = [flag, bs]
+            break
+    # the captured sizes, so live batches of 3, 5 and 6 replay a padded graph (SGLang's speculative default
+    # captures every size up to 8)
+    for flag in ("--cuda-graph-bs-decode", "--cuda-graph-bs"):
+        if caps.has(flag):
+            out += [flag, *map(str, CAPTURED_BS)]
+            break
+    return out + prefill
 
 
 PORT_RANGE = (20000, 55535)

@@ -27,8 +27,8 @@ from .drafts import write_draft
 from .configs import Phase, ServerConfig, baseline_requests, drafts, e2e_profile, plan
 from .expect import PhaseExpectation
 from .runner import Judgement, Observation, judge, judge_negative_control, run_phase, save_capture
-from .server import (DEFAULTS, SERVER_MODULE, Capabilities, ServerProcess, ServerStartError, free_port, probe,
-                     server_argv, server_env, stop_many, unavailable_reason)
+from .server import (DEFAULTS, SERVER_MODULE, Capabilities, ServerProcess, ServerStartError, attention_reason,
+                     free_port, probe, resolve_attention, server_argv, server_env, stop_many, unavailable_reason)
 
 READY_S = float(os.environ.get("DDTREE_E2E_READY_S", "360"))
 REQUEST_S = float(os.environ.get("DDTREE_E2E_REQUEST_S", "120"))
@@ -47,10 +47,10 @@ class E2ECell:
         return f"{self.config.id}-{self.phase.name}"
 
 
-def cells(profile: str) -> list[E2ECell]:
-    """Every cell of ``profile`` (``DDTREE_E2E_PROFILE`` wins: :func:`.configs.e2e_profile`), the
-    target-only server's first."""
-    return [E2ECell(c, p) for c in plan(e2e_profile(profile)) for p in c.phases]
+def cells(profile: str, attention=None) -> list[E2ECell]:
+    """Every cell of ``profile`` (``DDTREE_E2E_PROFILE`` wins: :func:`.configs.e2e_profile`) on each attention
+    backend of ``attention`` (:func:`.configs.parse_attention`), the target-only server's first."""
+    return [E2ECell(c, p) for c in plan(e2e_profile(profile), attention=attention) for p in c.phases]
 
 
 @dataclass
@@ -65,10 +65,12 @@ class CellRun:
 class E2ESession:
     """The e2e tier's state for one pytest process (see the module docstring)."""
 
-    def __init__(self, root: str | Path, profile: str, gpus: list[Gpu], shape: ck.TinyShape = ck.TinyShape()):
+    def __init__(self, root: str | Path, profile: str, gpus: list[Gpu], shape: ck.TinyShape = ck.TinyShape(),
+                 attention=None):
         self.root = Path(root)
         self.profile, self.gpus, self.shape = e2e_profile(profile), gpus, shape
-        self.configs = {c.id: c for c in plan(self.profile)}
+        self.configs = {c.id: c for c in plan(self.profile, attention=attention)}
+        self._attention: dict[str, dict] = {}
         self.pending: Counter = Counter()
         self.order: list[str] = []
         self.servers: dict[str, ServerProcess] = {}
@@ -130,8 +132,55 @@ class E2ESession:
         return "" if self.host_reason() else (self.caps.failure or "")
 
     def reason(self, config: ServerConfig) -> str:
-        """Why ``config`` cannot run here (``""`` when it can): host, probe, flags, algorithm, modules."""
-        return self.host_reason() or unavailable_reason(config, self.caps)
+        """Why ``config`` cannot run here (``""`` when it can): host, probe, flags, algorithm, modules, and its
+        attention backend (SGLang's choice for ``default``); an explicit backend that SGLang's default also
+        picks for this configuration runs in the ``default`` cell (when that one is selected)."""
+        why = self.host_reason() or unavailable_reason(config, self.caps)
+        if why or config.id == "target" or not config.attention:
+            return why
+        if config.attention == "default":
+            chosen = self.resolved(config)
+            if chosen.get("error"):
+                return ""  # an error of the setup (attention_failure), not a skip
+            why = attention_reason(chosen["attention_backend"], self.caps)
+            return f"SGLang chooses {chosen['attention_backend']} for this configuration here: {why}" if why else ""
+        why = attention_reason(config.attention, self.caps)
+        if why:
+            return why
+        twin = f"{config.shape_id}-attn-default"
+        if twin in self.configs and (twin in self.order or not self.planned):
+            chosen = self.resolved(self.configs[twin])
+            if chosen.get("attention_backend") == config.attention:
+                return (f"SGLang's own choice here is {config.attention}: the cell {twin} runs this server "
+                        f"(one launch per backend)")
+        return ""
+
+    def attention_failure(self, config: ServerConfig) -> str:
+        """Why asking SGLang for its attention choice failed (``""`` when it did not, or was not asked): the
+        cell is an error of the setup, never a skip and never a verdict on the server."""
+        if config.attention != "default" or self.host_reason() or self.caps.error or self.caps.failure:
+            return ""
+        return self.resolved(config).get("error") or ""
+
+    def attention_name(self, config: ServerConfig) -> str:
+        """The attention backend ``config`` runs on: SGLang's choice for ``default`` (``""`` while unknown)."""
+        if config.attention != "default":
+            return config.attention
+        if self.host_reason() or self.caps.error or self.caps.failure:
+            return ""
+        return self.resolved(config).get("attention_backend") or ""
+
+    def resolved(self, config: ServerConfig) -> dict:
+        """SGLang's attention choice for ``config`` (:func:`.server.resolve_attention`, asked once for every
+        ``default`` configuration of the plan): ``{"attention_backend": name, ...}`` or ``{"error": why}``."""
+        if config.id not in self._attention:
+            paths = self.checkpoints()
+            asked = {c.id: server_argv(c, self.caps, paths["target"], paths[c.draft.name] if c.draft else None,
+                                       30000, python="", attention=None)[3:]
+                     for c in self.configs.values() if c.attention == "default" and c.id not in self._attention}
+            self._attention.update(resolve_attention(asked, self.env))
+            (self.root / "attention.json").write_text(json.dumps(self._attention, indent=1))
+        return self._attention[config.id]
 
     # ------------------------------------------------------------------------------------ checkpoints
     def checkpoints(self) -> dict[str, Path]:
@@ -151,15 +200,15 @@ class E2ESession:
         paths = self.checkpoints()
         port, nccl = free_port(self.ports), free_port(self.ports)
         argv = server_argv(config, self.caps, paths["target"], paths[config.draft.name] if config.draft else None,
-                           port, nccl)
+                           port, nccl, attention=None if config.attention == "default" else config.attention)
         folder = self.root / "servers" / config.id
         folder.mkdir(parents=True, exist_ok=True)
         keep = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK", "HF_HUB_OFFLINE",
                 "DDTREE_E2E_IMPL", "FLASHINFER_WORKSPACE_BASE")
         (folder / "launch.json").write_text(json.dumps({
             "argv": argv, "env": {k: self.env.get(k) for k in keep}, "sglang": self.caps.sglang,
-            "implementation": self.caps.implementation,
-            "defaults": DEFAULTS, "config": config.id}, indent=1))
+            "implementation": self.caps.implementation, "attention": self.attention_name(config),
+            "attention_asked": config.attention, "defaults": DEFAULTS, "config": config.id}, indent=1))
         self.servers[config.id] = ServerProcess(config.id, argv, self.env, folder / "server.log", port).start()
 
     def prefetch(self) -> None:

@@ -34,6 +34,7 @@ def _configs() -> dict:
     for p in PROFILES:
         for c in plan(p):
             out.setdefault(c.id, c)
+            out.setdefault(c.shape_id, c)  # results recorded before the attention backend was part of the id
     return out
 
 

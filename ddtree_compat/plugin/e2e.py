@@ -17,6 +17,47 @@ from .cells import CELL, Cell
 from .markers import arch_marks
 from .session import active, suite
 
+_ATTENTION: tuple[str, ...] = ()
+"""The ``--ddtree-e2e-attention`` names of this process (set in :func:`pytest_configure`)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check ``--ddtree-e2e-attention`` before anything runs: an unknown name, or (where servers can start: a
+    GPU, or a stand-in server) one the installed SGLang's ``--attention-backend`` lacks, is a one-line usage
+    error."""
+    global _ATTENTION
+    from ..e2e.configs import parse_attention
+
+    given = config.getoption("ddtree_e2e_attention", None) or []
+    try:
+        _ATTENTION = parse_attention(given)
+    except ValueError as e:
+        raise pytest.UsageError(f"field '--ddtree-e2e-attention' = {','.join(given)!r}: {e}") from None
+    explicit = [n for n in _ATTENTION if n != "default"] if given else []
+    if explicit and not getattr(config, "workerinput", None):
+        _check_installed(explicit, given)
+
+
+def _check_installed(names: list[str], given: list[str]) -> None:
+    """Usage error when the installed SGLang (probed as the servers will run it) has no ``--attention-backend``
+    value for one of ``names``; nothing is checked where no server could start or the probe cannot tell."""
+    from ..arch import detect_gpus
+    from ..e2e.server import SERVER_MODULE, missing_attention, probe
+
+    try:
+        gpus = detect_gpus()
+    except Exception:  # noqa: BLE001 - a bad DDTREE_FAKE_GPUS is the suite's usage error, reported there
+        return
+    real = gpus and not any(g.fake for g in gpus)
+    if not (real or (gpus and SERVER_MODULE != "sglang.launch_server")):
+        return
+    caps = probe()
+    lacking = missing_attention(names, caps)
+    if lacking:
+        raise pytest.UsageError(
+            f"field '--ddtree-e2e-attention' = {','.join(given)!r}: the installed SGLang ({caps.sglang}) has no "
+            f"attention backend {lacking[0]!r}; its --attention-backend takes: {', '.join(caps.attention_choices)}")
+
 
 def e2e_params(sess) -> list:
     """One param per (server configuration, phase) of the profile: marked ``e2e``, with the arch markers of
@@ -29,15 +70,17 @@ def e2e_params(sess) -> list:
     if sess.gpus and not any(g.fake for g in sess.gpus):
         marks += arch_marks(arch)
     return [pytest.param(c, id=f"{arch}-{c.id}", marks=[*marks, pytest.mark.xdist_group(c.config.id)])
-            for c in cells(sess.profile)]
+            for c in cells(sess.profile, _ATTENTION)]
 
 
-def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "") -> dict:
+def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "", attention: str = "") -> dict:
     """A cell's fixed fields (tier ``e2e``): backend ``sglang-<algorithm>`` (``sglang-target`` without
     speculation; ``@<implementation>`` appended when the SGLang under test is named by repository and
     commit, :mod:`ddtree_compat.identity`), budget = draft tokens - 1 (DDTREE: the tree budget),
     topology ``chain`` / ``tree-k<topk>`` / ``block`` / ``ddtree-spine`` / ``ddtree-tree`` (``-prune``,
-    ``-cpu`` when set), plant = the draft's agreement, batch = concurrency, mode ``graph`` / ``eager``."""
+    ``-cpu`` when set), plant = the draft's agreement, batch = concurrency, mode ``graph`` / ``eager``,
+    attention = the attention backend the server runs on (``attention``: SGLang's choice for an
+    ``-attn-default`` cell, ``default`` while unknown; the case id names what was asked)."""
     c, p = cell.config, cell.phase
     if c.algorithm in ("EAGLE", "STANDALONE"):
         topology = "chain" if c.topk == 1 else f"tree-k{c.topk}"
@@ -52,7 +95,8 @@ def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "") -> d
     return dict(kernel="generate", tier=E2E, backend=backend, arch=arch, case_id=cell.id,
                 budget=budget, topology=topology, plant=c.draft.agree.name if c.draft else "",
                 batch=p.concurrency, block_size=c.draft.block_size if c.algorithm in ("DFLASH", "DDTREE") else None,
-                mode="graph" if c.cuda_graph else "eager", layout="", nodeid=nodeid, shape="")
+                mode="graph" if c.cuda_graph else "eager", layout="", attention=attention or c.attention, nodeid=nodeid,
+                shape="")
 
 
 @pytest.hookimpl(trylast=True)
@@ -70,7 +114,7 @@ def ddtree_e2e_session(request: pytest.FixtureRequest):
     from ..e2e.session import E2ESession
 
     sess = suite(request.config)
-    session = E2ESession(sess.e2e_dir, sess.profile, sess.gpus)
+    session = E2ESession(sess.e2e_dir, sess.profile, sess.gpus, attention=_ATTENTION)
     session.select(sess.e2e_selected, planned=not in_xdist_worker(request.config))
     request.addfinalizer(session.close)
     return session
@@ -93,9 +137,16 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
             cell.verdict = Verdict("error", f"probing the installed SGLang failed: {failure}")
             pytest.fail(f"error: {e2e_cell.id}: {cell.verdict.message}", pytrace=False)
         reason = ddtree_e2e_session.reason(e2e_cell.config)
+        attention = ddtree_e2e_session.attention_name(e2e_cell.config) if not ddtree_e2e_session.host_reason() else ""
+        cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid,
+                                                       ddtree_e2e_session.implementation_name(), attention))
         if reason:
             cell.verdict = Verdict("skip", reason)
             pytest.skip(f"{e2e_cell.id}: {reason}")
+        failure = ddtree_e2e_session.attention_failure(e2e_cell.config)
+        if failure:
+            cell.verdict = Verdict("error", f"asking the installed SGLang for its attention backend failed: {failure}")
+            pytest.fail(f"error: {e2e_cell.id}: {cell.verdict.message}", pytrace=False)
         if sess.writer is not None:
             sess.writer.start(cell.coords)
         try:

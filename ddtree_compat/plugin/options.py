@@ -109,6 +109,10 @@ OPTIONS: tuple[Option, ...] = (
            "longest); `0`: none", env="DDTREE_PROGRESS", default="30", metavar="SECONDS"),
     Option("--ddtree-e2e-dir", "e2e tier: generated checkpoints, server logs and captures", env="DDTREE_E2E_DIR",
            default=DEFAULT_E2E_DIR, metavar="DIR"),
+    Option("--ddtree-e2e-attention", "e2e tier: attention backends to serve each configuration on (comma-separated, "
+           "repeatable): `default` (what the installed SGLang chooses for the configuration on this host), `triton`, "
+           "`flashinfer`, `fa3`; default all four (one that cannot serve here is a skip saying why)",
+           env="DDTREE_E2E_ATTENTION", kind="list", metavar="NAME[,NAME]"),
 )
 """Every option of the plugin. ``--ddtree-tier`` also takes the values of :data:`ddtree_compat.tiers.TIER_CHOICES`."""
 

@@ -112,7 +112,7 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
     archs, e2e = e2e_rows(s)
     if e2e:
         lines += _details("End to end (a real SGLang server per configuration; rows: server x request phase)",
-                          _table(["backend", "configuration-phase", *archs],
+                          _table(["backend", "attention", "configuration-phase", *archs],
                                  [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in e2e], max_rows))
     for kernel in kernels_with_cells(s):
         cols, rows = kernel_matrix(s, kernel, failing_only=True)

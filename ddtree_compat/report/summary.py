@@ -345,14 +345,15 @@ def attention_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counte
 
 
 def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | None]]]]:
-    """The e2e tier's table: ``(archs, rows)``; a row is ``(backend, case id)`` (server configuration and
-    request phase) and, per arch, the Counter of statuses (``None`` where not run)."""
+    """The e2e tier's table: ``(archs, rows)``; a row is ``(backend, attention backend, case id)`` (the
+    server's algorithm, the attention backend it ran on, and its configuration and request phase) and, per
+    arch, the Counter of statuses (``None`` where not run)."""
     recs = [r for r in s.records if r.tier == E2E]
     archs = sorted({r.arch for r in recs}, key=arch_key)
     cells: dict[tuple, Counter] = {}
     for r in recs:
-        cells.setdefault((r.backend, r.case_id, r.arch), Counter())[cell_status(r)] += 1
-    keys = list(dict.fromkeys((r.backend, r.case_id) for r in recs))
+        cells.setdefault((r.backend, r.attention, r.case_id, r.arch), Counter())[cell_status(r)] += 1
+    keys = list(dict.fromkeys((r.backend, r.attention, r.case_id) for r in recs))
     return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 

@@ -1,10 +1,15 @@
 """A stand-in for ``python -m sglang.launch_server`` that serves the tiny checkpoints on the CPU, so the
 e2e tier's orchestration (probe, launch, readiness, phases, judging, recording, teardown) runs in CI.
 
-It reads the target and the draft with :mod:`ddtree_compat.e2e.reference` and decodes with them: the
-prefill's token and each verify round's target tokens from the target's forward, the drafts from the draft's
-weights (EAGLE / STANDALONE: its top-1 after each token; DFLASH / DDTREE: the DFlash draft's block on the
-request's real context), kept while they equal the target's token. Nothing comes from
+It reads the target and the draft with :mod:`ddtree_compat.e2e.reference` and decodes with them
+(:func:`decoder`): the prefill's token, then verify rounds: a draft tree from the draft's weights (EAGLE /
+STANDALONE: top-k per node for ``--speculative-num-steps`` steps, the ``num_draft_tokens - 1`` best nodes;
+top-k 1 is the chain; DFLASH: the DFlash block's argmax chain; DDTREE: the paper's best-first tree of
+``--speculative-ddtree-budget`` nodes over the block, depth-major as SGLang PR #29907 relabels it), verified
+by one target forward over the context and the tree with the ancestor-only mask
+(:meth:`~ddtree_compat.e2e.reference.CausalLM.verify_logits`), then the greedy walk from the root. Rejected
+nodes leave nothing behind (the context is the committed tokens). With the poison target a mask that lets a
+node see more than its ancestors changes the tokens. Nothing comes from
 :mod:`ddtree_compat.e2e.expect`, the expectation the judge checks. It reports the rounds the way SGLang
 does: ``output_ids`` and ``meta_info``, one ``Decode batch`` log line per round, ``/metrics`` counters and
 gauge, ``/server_info``. ``FAKE_SGLANG_MODES="draft=mode,..."`` makes the
@@ -27,10 +32,141 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 FLAGS = ["--model-path", "--host", "--port", "--attention-backend", "--sampling-backend", "--disable-radix-cache",
          "--skip-tokenizer-init", "--dtype", "--mem-fraction-static", "--max-total-tokens", "--enable-metrics",
          "--decode-log-interval", "--max-running-requests", "--random-seed", "--nccl-port", "--disable-cuda-graph",
-         "--cuda-graph-max-bs-decode", "--speculative-algorithm", "--speculative-draft-model-path",
+         "--cuda-graph-max-bs-decode", "--cuda-graph-bs-decode", "--speculative-algorithm", "--speculative-draft-model-path",
          "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
          "--speculative-ddtree-budget", "--speculative-ddtree-block-size", "--is-ddtree-prune",
          "--speculative-ddtree-cpu-build", "--speculative-ddtree-cpu-follow"]
+
+
+ATTENTION = os.environ.get("FAKE_SGLANG_ATTENTION", "triton,flashinfer,fa3,torch_native")
+"""``--attention-backend`` values the stand-in accepts (its probe reports them)."""
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser()
+    for f in ("--model-path", "--speculative-algorithm", "--speculative-draft-model-path", "--attention-backend"):
+        ap.add_argument(f)
+    for f in ("--port", "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
+              "--speculative-ddtree-budget", "--speculative-ddtree-block-size"):
+        ap.add_argument(f, type=int)
+    ap.add_argument("--disable-cuda-graph", action="store_true")
+    return ap.parse_known_args(argv)[0]
+
+
+def resolve_attention() -> None:
+    """``--ddtree-resolve-attention``: the stand-in's own choice for each command line on stdin (every
+    configuration: ``FAKE_SGLANG_DEFAULT_ATTENTION``, default ``triton``), as SGLang's answer is read."""
+    argvs = json.load(sys.stdin)
+    choice = os.environ.get("FAKE_SGLANG_DEFAULT_ATTENTION", "triton")
+    out = {cid: ({"error": "ValueError: --attention-backend given"} if "--attention-backend" in argv
+                 else {"attention_backend": choice}) for cid, argv in argvs.items()}
+    print("DDTREE_ATTN " + json.dumps(out))
+
+
+def best_first(logp, budget: int) -> tuple[list[int], list[int]]:
+    """The paper's best-first tree of ``budget`` nodes over per-depth log-probs ``logp [L, V]`` (top-k per
+    depth, ``k = min(budget, V)``), relabelled depth-major: ``(tokens, parents)``."""
+    import heapq
+
+    top = logp.topk(min(budget, logp.shape[1]), dim=-1)
+    vals, ids = top.values.tolist(), top.indices.tolist()
+    heap = [(-vals[0][0], 0, 0, -1)]  # (-score, depth index, rank, parent node)
+    nodes: list[tuple[int, int, int]] = []  # (depth index, token, parent)
+    while heap and len(nodes) < budget:
+        neg, d, r, parent = heapq.heappop(heap)
+        nodes.append((d, ids[d][r], parent))
+        me = len(nodes) - 1
+        if r + 1 < len(ids[d]):
+            heapq.heappush(heap, (neg + vals[d][r] - vals[d][r + 1], d, r + 1, parent))
+        if d + 1 < len(ids):
+            heapq.heappush(heap, (neg - vals[d + 1][0], d + 1, 0, me))
+    order = sorted(range(len(nodes)), key=lambda i: (nodes[i][0], i))
+    where = {old: new for new, old in enumerate(order)}
+    return [nodes[i][1] for i in order], [where[nodes[i][2]] if nodes[i][2] >= 0 else -1 for i in order]
+
+
+def eagle_tree(logp, root: int, topk: int, steps: int, nodes: int) -> tuple[list[int], list[int]]:
+    """An EAGLE-style tree from per-token draft log-probs ``logp [V, V]``: each step expands the ``topk`` best
+    leaves of the last step by their ``topk`` best tokens; the ``nodes - 1`` best of all candidates are kept,
+    depth-major: ``(tokens, parents)``. Top-k 1 is the greedy chain."""
+    cands: list[tuple[float, int, int, int]] = []  # (score, depth, token, parent candidate index)
+    frontier = [(0.0, root, -1)]
+    for depth in range(1, steps + 1):
+        step = []
+        for score, token, parent in frontier:
+            row = logp[token].topk(topk)
+            for v, t in zip(row.values.tolist(), row.indices.tolist()):
+                cands.append((score + v, depth, t, parent))
+                step.append((score + v, t, len(cands) - 1))
+        frontier = sorted(step, key=lambda x: -x[0])[:topk]
+    keep = sorted(range(len(cands)), key=lambda i: -cands[i][0])[: nodes - 1]
+    keep = sorted(keep, key=lambda i: (cands[i][1], -cands[i][0]))
+    where = {old: new for new, old in enumerate(keep)}
+    return [cands[i][2] for i in keep], [where.get(cands[i][3], -1) for i in keep]
+
+
+def decoder(args: argparse.Namespace, honest: bool = True):
+    """``(generate, drafts_per_round)``: ``generate(prompt, n) -> (output_ids, accept length per round)``
+    for the server ``args`` describe (``honest=False``: no draft is ever accepted)."""
+    from ddtree_compat.e2e.reference import CausalLM, DFlashDraft, EagleDraft
+
+    import torch
+
+    target = CausalLM(args.model_path, torch.float32)
+    vocab = target.embed.shape[0]
+    propose, dpr = None, 0  # propose(context) -> (tokens, parents) of the round's tree (root: context[-1])
+    if args.speculative_algorithm in ("EAGLE", "STANDALONE"):  # the draft's log-probs after each token
+        tokens = list(range(vocab))
+        if args.speculative_algorithm == "EAGLE":
+            hidden = torch.zeros(vocab, target.embed.shape[1])  # EAGLE's fc ignores the target features
+            logits = EagleDraft(args.speculative_draft_model_path, target).logits(tokens, hidden)
+        else:
+            logits = CausalLM(args.speculative_draft_model_path, torch.float32).logits(tokens)
+        logp = logits.log_softmax(-1)
+        dpr = args.speculative_num_draft_tokens - 1
+
+        def propose(context: list[int]) -> tuple[list[int], list[int]]:
+            return eagle_tree(logp, context[-1], args.speculative_eagle_topk, args.speculative_num_steps,
+                              args.speculative_num_draft_tokens)
+
+    if args.speculative_algorithm in ("DFLASH", "DDTREE"):  # the DFlash draft's block on the real context
+        dflash = DFlashDraft(args.speculative_draft_model_path, target)
+        block = args.speculative_ddtree_block_size or args.speculative_num_draft_tokens
+        dpr = block - 1
+
+        def propose(context: list[int]) -> tuple[list[int], list[int]]:
+            rows = dflash.block_logits(context[:-1], context[-1], block)[1:]
+            if args.speculative_algorithm == "DFLASH":
+                return rows.argmax(-1).tolist(), list(range(-1, block - 2))
+            return best_first(rows.log_softmax(-1), args.speculative_ddtree_budget)
+
+    def verify(context: list[int], tokens: list[int], parents: list[int]) -> list[int]:
+        """One target forward over the tree (ancestor-only mask), then the greedy walk: the accepted drafts
+        and the bonus token."""
+        want = target.verify_logits(context, tokens, parents).argmax(-1).tolist()
+        out, node = [], -1
+        while True:
+            token = want[node + 1]
+            child = next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token), None)
+            if child is None or not honest:
+                return out + [token]
+            out.append(token)
+            node = child
+
+    def generate(prompt: list[int], n: int) -> tuple[list[int], list[int]]:
+        """``(output_ids, accept length per verify round)``: the prefill's token, then verify rounds, or plain
+        greedy decoding."""
+        out, rounds = [int(target.logits(prompt)[-1].argmax())], []
+        while len(out) < n:
+            if propose is None:
+                out.append(int(target.logits(prompt + out)[-1].argmax()))
+                continue
+            committed = verify(prompt + out, *propose(prompt + out))
+            out += committed
+            rounds.append(len(committed))
+        return out[:n], rounds
+
+    return generate, dpr
 
 
 def main() -> None:
@@ -38,17 +174,15 @@ def main() -> None:
         print("DDTREE_PROBE " + json.dumps({"sglang": "fake", "flags": FLAGS, "error": None,
                                             "algorithms": ["EAGLE", "STANDALONE", "DFLASH", "DDTREE", "NONE"],
                                             "modules": {"flashinfer": os.environ.get("FAKE_SGLANG_FLASHINFER") == "1",
-                                                        "flash_mla": True},
+                                                        "flash_mla": True, "sgl_kernel.flash_ops": False},
+                                            "attention_choices": [a for a in ATTENTION.split(",") if a],
+                                            "capability": [9, 0],
                                             "path": "", "eagle_graphs_import_flash_mla": True}))
         return
-    ap = argparse.ArgumentParser()
-    for f in ("--model-path", "--speculative-algorithm", "--speculative-draft-model-path"):
-        ap.add_argument(f)
-    for f in ("--port", "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
-              "--speculative-ddtree-budget", "--speculative-ddtree-block-size"):
-        ap.add_argument(f, type=int)
-    ap.add_argument("--disable-cuda-graph", action="store_true")
-    args, _ = ap.parse_known_args()
+    if "--ddtree-resolve-attention" in sys.argv:
+        resolve_attention()
+        return
+    args = parse(sys.argv[1:])
     modes = dict(m.split("=") for m in os.environ.get("FAKE_SGLANG_MODES", "").split(",") if m)
     draft = os.path.basename(os.path.normpath(args.speculative_draft_model_path or ""))
     mode = modes.get(draft, "honest")
@@ -59,61 +193,8 @@ def main() -> None:
         print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
         sys.exit(1)
 
-    from ddtree_compat.e2e.reference import CausalLM, EagleDraft
-
-    import torch
-
-    target = CausalLM(args.model_path, torch.float32)
-    vocab = target.embed.shape[0]
-    propose, dpr = None, 0  # propose(context) -> the round's drafted chain (the root is context[-1])
-    if args.speculative_algorithm in ("EAGLE", "STANDALONE"):  # the draft's top-1 after each token, from its weights
-        tokens = list(range(vocab))
-        if args.speculative_algorithm == "EAGLE":
-            hidden = torch.zeros(vocab, target.embed.shape[1])  # EAGLE's fc ignores the target features
-            logits = EagleDraft(args.speculative_draft_model_path, target).logits(tokens, hidden)
-        else:
-            logits = CausalLM(args.speculative_draft_model_path, torch.float32).logits(tokens)
-        after = logits.argmax(-1).tolist()
-        depth = min(args.speculative_num_steps, args.speculative_num_draft_tokens - 1)
-        dpr = args.speculative_num_draft_tokens - 1
-
-        def propose(context: list[int]) -> list[int]:
-            chain = [context[-1]]
-            for _ in range(depth):
-                chain.append(after[chain[-1]])
-            return chain[1:]
-
-    if args.speculative_algorithm in ("DFLASH", "DDTREE"):  # the DFlash draft's block on the real context
-        from ddtree_compat.e2e.reference import DFlashDraft
-
-        dflash = DFlashDraft(args.speculative_draft_model_path, target)
-        block = args.speculative_ddtree_block_size or args.speculative_num_draft_tokens
-        depth = block - 1 if args.speculative_algorithm == "DFLASH" else min(args.speculative_ddtree_budget, block - 1)
-        dpr = block - 1
-
-        def propose(context: list[int]) -> list[int]:
-            return dflash.block_logits(context[:-1], context[-1], block)[1:1 + depth].argmax(-1).tolist()
-
-    def greedy_after(context: list[int], drafts: list[int]) -> list[int]:
-        """The target's greedy token after ``context + drafts[:j]`` for each ``j``: one forward, as a verify."""
-        return target.logits(context + drafts)[len(context) - 1:].argmax(-1).tolist()
-
-    def generate(prompt: list[int], n: int) -> tuple[list[int], list[int]]:
-        """``(output_ids, accept length per verify round)``: the prefill's token, then verify rounds (drafts
-        kept while they equal the target's token, plus the target's own), or plain greedy decoding."""
-        out, rounds = [greedy_after(prompt, [])[0]], []
-        while len(out) < n:
-            if propose is None:
-                out.append(greedy_after(prompt + out, [])[0])
-                continue
-            drafts = propose(prompt + out)
-            want = greedy_after(prompt + out, drafts)
-            kept = 0
-            while mode not in ("zero-accept", "fault") and kept < len(drafts) and drafts[kept] == want[kept]:
-                kept += 1
-            out += drafts[:kept] + [want[kept]]
-            rounds.append(kept + 1)
-        return out[:n], rounds
+    generate, dpr = decoder(args, honest=mode not in ("zero-accept", "fault"))
+    propose = args.speculative_algorithm not in (None, "NONE")
 
     lock = threading.Lock()
     stats = {"gen": 0, "verify": 0, "accept_tokens": 0, "forward": 0, "gauge": 0.0}
@@ -166,7 +247,7 @@ def main() -> None:
             if not rounds:
                 log(f"Decode batch, #running-req: 1, #token: 4, token usage: 0.00, cuda graph: {graph}, "
                     f"gen throughput (token/s): 1000.00, #queue-req: 0")
-            if propose is not None:
+            if propose:
                 correct = sum(a - 1 for a in rounds)
                 meta.update(spec_verify_ct=len(rounds), spec_num_correct_drafts=correct,
                             spec_accept_length=len(output_ids) / len(rounds),

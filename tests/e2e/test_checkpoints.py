@@ -20,6 +20,8 @@ SHAPE = ck.TinyShape()
 V = SHAPE.vocab
 AGREEMENTS = [ck.ALWAYS, ck.NEVER, ck.agreement("mod2"), ck.agreement("mod4"), ck.agreement("mod8")]
 TOPK_MAX = 8  # the widest draft tree the profiles use
+P = ck.poison_token(V)
+FREE = [t for t in range(V) if t not in (P - 1, P)]  # tokens a correct run may hold (the target never emits P)
 
 
 @pytest.fixture(scope="module")
@@ -35,39 +37,73 @@ def target(request, root):
 def test_target_greedy_is_successor_whatever_the_context(target):
     gen = torch.Generator().manual_seed(0)
     for n in (1, 9):
-        prompt = torch.randint(0, V, (n,), generator=gen).tolist()
+        prompt = [FREE[i] for i in torch.randint(0, len(FREE) - 8, (n,), generator=gen).tolist()]
         assert target.greedy(prompt, 6) == [(prompt[-1] + i) % V for i in range(1, 7)]
 
 
 def test_target_margin_at_every_token(target):
     """Each token's successor wins by sqrt(H/2) = 8 logits, at every position of a long context."""
-    ids = torch.randperm(V, generator=torch.Generator().manual_seed(1))[:200].tolist()
+    ids = [FREE[i] for i in torch.randperm(len(FREE), generator=torch.Generator().manual_seed(1))[:200].tolist()]
     logits = target.logits(ids)
     top = logits.topk(2, dim=-1)
     assert top.indices[:, 0].tolist() == [(t + 1) % V for t in ids]
     assert float((top.values[:, 0] - top.values[:, 1]).min()) >= ck.norm_gain(SHAPE) - 0.1
 
 
+def _scramble(name: str, w: torch.Tensor) -> torch.Tensor:
+    """Random q/k/v and gate/up, except the poison head's rows (head 0 of the last layer)."""
+    if not name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight", "up_proj.weight")):
+        return w
+    out = (torch.randn_like(w.float()) * 3).to(w.dtype)
+    if name.startswith(f"model.layers.{SHAPE.target_layers - 1}.self_attn."):
+        out[:SHAPE.head_dim] = w[:SHAPE.head_dim]
+    return out
+
+
 def test_zeroed_mixers_make_attention_irrelevant(root):
-    """o_proj and down_proj are zero: scrambling q/k/v and gate/up changes no logit."""
+    """o_proj (but the poison head's) and down_proj are zero: scrambling every other q/k/v and gate/up changes no
+    logit."""
     cfg, t = ck.load_checkpoint(ck.write_target(root / "a", SHAPE))
-    scrambled = {k: (torch.randn_like(v.float()) * 3).to(v.dtype) if k.endswith(("q_proj.weight", "k_proj.weight",
-                 "v_proj.weight", "gate_proj.weight", "up_proj.weight")) else v for k, v in t.items()}
-    path = ck.write_checkpoint(root / "b", cfg, scrambled)
+    path = ck.write_checkpoint(root / "b", cfg, {k: _scramble(k, v) for k, v in t.items()})
     ids = list(range(5, 300, 7))
     assert torch.equal(CausalLM(root / "a" / "target").logits(ids), CausalLM(path).logits(ids))
+
+
+def test_the_poison_head_decides_the_token_only_where_the_poison_is_visible(target):
+    """With no poison in the context the poison head adds exactly 0 (the same logits as a target without it);
+    a query that sees the poison token, 1 or 400 positions back, emits P - 1 instead of its successor; a tree
+    node sees it only as an ancestor (verify_logits: ancestor-only mask)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        plain = CausalLM(ck.write_checkpoint(d, ck.target_config(SHAPE), ck.target_tensors(SHAPE, poison=False)),
+                         target.dtype)
+        ids = FREE[:300:3]
+        assert torch.equal(plain.logits(ids), target.logits(ids))
+    bad = ck.poison_output(V)
+    assert target.greedy([3, P, 40], 1) == [bad]
+    assert target.greedy([P] + list(range(10, 410)), 1) == [bad]
+    ctx = list(range(100, 110))
+    # root 109 -> nodes 110 (child of the root), P (its sibling), 111 (child of 110), 112 (child of P)
+    want = target.verify_logits(ctx, [110, P, 111, 112], [-1, -1, 0, 1]).argmax(-1).tolist()
+    assert want == [110, 111, bad, 112, bad]
+    leaky = target.hidden(ctx + [110, P, 111], torch.tensor([*range(10), 10, 10, 11]))  # causal: 111 sees P
+    assert int((leaky[-1] @ target.head.T).argmax()) == bad
 
 
 def _check_draft(logits: torch.Tensor, tokens: list[int], agree: ck.Agreement):
     """Agreeing tokens: top-1 is succ with probability ~1; others: succ outside the top TOPK_MAX."""
     probs = logits.softmax(-1)
     for t, row, p in zip(tokens, logits, probs):
+        if t in (P - 1, P):  # never in a correct run (P - 1 precedes the poison; the target never emits P)
+            continue
         s = (t + 1) % V
         if agree.agrees(t):
-            assert int(row.argmax()) == s and float(p[s]) > 1 - 1e-4, (t, float(p[s]))
+            assert int(row.argmax()) == s and float(p[s]) > 1 - 1e-3, (t, float(p[s]))
+            assert int(row.topk(2).indices[1]) == P, t  # the poison token ranks second
         else:
             rank = int((row > row[s]).sum())
-            assert rank >= TOPK_MAX, (t, rank)
+            assert rank >= TOPK_MAX and int(row.argmax()) == P, (t, rank)
 
 
 @pytest.mark.parametrize("agree", AGREEMENTS, ids=lambda a: a.name)
@@ -117,7 +153,7 @@ def test_dflash_draft_agrees_at_each_depth_where_designed(dflash_drafts, agree):
         tokens = [(root_token + j - 1) % V for j in range(1, 16)]  # depth j predicts succ of r + j - 1
         _check_draft(logits, tokens, agree)
         for t, row in zip(tokens, logits):
-            if not agree.agrees(t):
+            if not agree.agrees(t) and t not in (P - 1, P):
                 assert int((row > row[(t + 1) % V]).sum()) >= 63, (root_token, t)
 
 
@@ -148,7 +184,7 @@ def test_dflash_selector_margin():
 def test_dflash_shift_is_the_a_digit_rotation():
     from ddtree_compat.e2e.dflash import a_digit_shift
 
-    code = ck.token_code(SHAPE)
+    code = ck.pure_code(SHAPE)
     assert torch.equal(code @ a_digit_shift(SHAPE).T, torch.roll(code, shifts=-64, dims=0))
 
 

@@ -69,6 +69,9 @@ def test_every_request_ends_on_a_round_boundary_and_stays_below_the_mask_token(p
             e = cfg.expectation(p, ck.TinyShape())
             assert all(r.overshoot == 0 for r in e.requests), (cfg.id, p.name)
             assert all(max(r.output_ids) < V - 1 for r in e.requests), (cfg.id, p.name)
+            # no correct run holds the poison token or the token before it (the poison target's premise)
+            assert all(max(r.output_ids) < ck.poison_output(V) for r in e.requests), (cfg.id, p.name)
+            assert all(ck.poison_token(V) not in r.prompt for r in p.requests), (cfg.id, p.name)
             if cfg.speculative:
                 assert e.uniform is not None, (cfg.id, p.name)  # every Decode batch line has one value
             if cfg.algorithm in ("DFLASH", DDTREE):  # the positional draft's context: a run, long enough
@@ -77,8 +80,33 @@ def test_every_request_ends_on_a_round_boundary_and_stays_below_the_mask_token(p
                     assert len(r.prompt) + r.max_new_tokens + cfg.block_size <= MAX_CONTEXT
 
 
+def test_every_configuration_runs_on_every_attention_backend_asked():
+    from ddtree_compat.e2e.configs import ATTENTION_BACKENDS, parse_attention
+
+    one = plan("default", attention="triton")
+    every = plan("default")
+    assert [c.id for c in every if c.speculative] == [f"{c.shape_id}-attn-{a}" for c in one if c.speculative
+                                                      for a in ATTENTION_BACKENDS]
+    assert next(c for c in every if not c.speculative).attention == "triton"  # the baseline server: once
+    assert parse_attention(["flashinfer,triton", "default"]) == ("flashinfer", "triton", "default")
+    assert parse_attention([]) == ATTENTION_BACKENDS
+    with pytest.raises(ValueError, match="unknown attention backend 'fa4'"):
+        parse_attention("triton,fa4")
+
+
+def test_graph_servers_get_padded_batches():
+    from ddtree_compat.e2e.configs import CAPTURED_BS, PADDED_BS
+
+    for c in plan("ddtree", attention="triton"):
+        sizes = {p.concurrency for p in c.phases}
+        if c.cuda_graph:
+            assert sizes >= set(PADDED_BS) and all(b < max(CAPTURED_BS) and b not in CAPTURED_BS for b in PADDED_BS)
+        else:
+            assert sizes == {1, 4}
+
+
 def test_default_plan_shape():
-    configs = plan("default")
+    configs = plan("default", attention="triton")
     ids = [c.id for c in configs]
     assert ids[0] == "target" and len(ids) == len(set(ids))
     runnable = [c for c in configs if c.algorithm not in ("DFLASH", DDTREE)]
@@ -87,24 +115,26 @@ def test_default_plan_shape():
     assert {c.topk for c in runnable if c.speculative} >= {1, 2, 4}
     assert {c.cuda_graph for c in runnable} == {True, False}
     assert any(c.negative_control for c in configs)
-    assert {p.concurrency for c in configs for p in c.phases} == {1, 4}
+    assert {p.concurrency for c in configs for p in c.phases} == {1, 3, 4, 5, 6}
     # the target-only server's baseline covers every prompt with the most tokens anyone asks for
     covered = {r.prompt: r.max_new_tokens for r in baseline_requests(configs)}
     for c in configs:
         for p in c.phases:
             for r in p.requests:
                 assert covered[r.prompt] >= r.max_new_tokens
-    assert len(cells("default")) == 2 * len(configs)
+    assert len(cells("default", "triton")) == sum(len(c.phases) for c in configs)
 
 
 def test_prompts_end_aligned():
+    from ddtree_compat.e2e.configs import PROMPT_SLOTS
+
     assert all(prompt(j)[-1] % 8 == 7 for j in range(20))
-    assert len({prompt(j) for j in range(20)}) == 20
+    assert len({prompt(j) for j in range(20)}) == PROMPT_SLOTS
     assert all(chain_prompt(j)[-1] % 8 == 7 and chain_prompt(j)[0] > 0 for j in range(10))
 
 
 def test_ddtree_profile_covers_the_sweep():
-    configs = plan("ddtree")
+    configs = plan("ddtree", attention="triton")
     dd = [c for c in configs if c.algorithm == DDTREE]
     always = {(c.budget, c.cuda_graph) for c in dd if c.draft.agree is ck.ALWAYS and not c.flags}
     assert always == {(b, g) for b in SWEEP_BUDGETS for g in (True, False)}
@@ -112,7 +142,7 @@ def test_ddtree_profile_covers_the_sweep():
     assert any(c.draft.agree.period in (4, 8) for c in dd) and any("--is-ddtree-prune" in c.flags for c in dd)
     assert {c.cuda_graph for c in configs if c.algorithm == "DFLASH"} == {True, False}
     assert all(c.block_size == 16 for c in dd)
-    by_id = {c.id: c for c in configs}
+    by_id = {c.shape_id: c for c in configs}
     # expectations: spine mode below the block's depths, the whole block above; the accept-rate denominator
     # is the block's 15 drafts whatever the budget
     for b, want, mode in ((8, 9, "spine"), (12, 13, "spine"), (13, 14, "spine"), (15, 16, "spine"), (16, 16, "tree"),

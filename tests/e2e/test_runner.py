@@ -16,7 +16,7 @@ from ddtree_compat.e2e.runner import (Observation, judge, judge_negative_control
                                       save_capture)
 
 SHAPE = ck.TinyShape()
-CONFIGS = {c.id: c for c in plan("default")}
+CONFIGS = {c.shape_id: c for c in plan("default", attention="triton")}
 
 
 def line(k: float, rate: float, graph: bool, running: int = 1, tput: float = 812.5) -> str:

@@ -151,7 +151,7 @@ CAPS = Capabilities("0.5.23", ALL_FLAGS, ("EAGLE", "STANDALONE", "DFLASH", DDTRE
 
 
 def test_argv_from_detected_flags():
-    configs = {c.id: c for c in plan("default")}
+    configs = {c.shape_id: c for c in plan("default", attention="triton")}
     argv = srv.server_argv(configs["eagle-k2-s6-d13-mod4-graph"], CAPS, Path("T"), Path("D"), 30000, 30001)
     joined = " ".join(argv)
     assert argv[1:3] == ["-m", "sglang.launch_server"]
@@ -171,7 +171,7 @@ def test_argv_from_detected_flags():
     ddtree = srv.server_argv(configs["ddtree-b8-spine-never-eager"], CAPS, Path("T"), Path("D"), 1, None)
     assert "--speculative-ddtree-budget" in ddtree and ddtree[ddtree.index("--speculative-ddtree-budget") + 1] == "8"
     assert "--speculative-num-draft-tokens" in ddtree  # block size where --speculative-ddtree-block-size is missing
-    sweep = {c.id: c for c in plan("ddtree")}
+    sweep = {c.shape_id: c for c in plan("ddtree", attention="triton")}
     dd_caps = dataclasses.replace(CAPS, flags=CAPS.flags | {"--speculative-ddtree-block-size", "--is-ddtree-prune",
                                                             "--cuda-graph-backend-prefill"})
     pruned = srv.server_argv(sweep["ddtree-b16-tree-always-graph-prune"], dd_caps, Path("T"), Path("D"), 1, None)
@@ -183,7 +183,7 @@ def test_argv_from_detected_flags():
 
 
 def test_unavailable_reasons():
-    configs = {c.id: c for c in plan("default")}
+    configs = {c.shape_id: c for c in plan("default", attention="triton")}
     assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], CAPS) == ""
     no_ddtree = dataclasses.replace(CAPS, algorithms=("EAGLE", "STANDALONE", "DFLASH"))
     assert "has no DDTREE" in srv.unavailable_reason(configs["ddtree-b8-spine-never-eager"], no_ddtree)

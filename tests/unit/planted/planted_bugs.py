@@ -117,6 +117,18 @@ def _judge_never_checks_acceptance(runner) -> None:
     _wrap(runner, "_judge_accept", lambda real: lambda *args, **kwargs: False)
 
 
+def _tree_mask_shows_siblings(reference) -> None:
+    """The tree verify's mask is causal in node order (a node also sees earlier siblings and their subtrees)."""
+    def make(real):
+        def ancestor_mask(parents):
+            import torch
+
+            real(parents)  # what it breaks must still be there
+            return torch.ones(len(parents), len(parents), dtype=torch.bool).tril()
+        return ancestor_mask
+    _wrap(reference, "ancestor_mask", make)
+
+
 def _fault_scan_blind(logparse) -> None:
     _wrap(logparse, "fault_lines", lambda real: lambda text, benign=None: [])
 
@@ -196,4 +208,8 @@ BUGS = {b.name: b for b in (
         ("tests/e2e/test_runner.py::test_a_cuda_fault_in_the_log_wins_and_carries_the_excerpt",
          "tests/e2e/test_fixtures.py::test_server_that_died_at_start_logs_a_fault_line_naming_why"),
         "the e2e judge's fault scan of the server log finds nothing"),
+    Bug("tree-mask-shows-siblings", "ddtree_compat.e2e.reference", _tree_mask_shows_siblings,
+        ("tests/e2e/test_poison.py::test_tree_verify_with_the_ancestor_mask_is_lossless",),
+        "the e2e reference's tree verify mask is causal in node order (siblings visible): the poison target "
+        "must change the tokens"),
 )}

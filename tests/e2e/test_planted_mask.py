@@ -1,0 +1,44 @@
+"""The H200 negative control's patch (``tests/e2e/planted_mask/sitecustomize.py``) flips exactly one
+visibility bit per request, and patches rancy-ddtree-v2's ``ddtree_utils`` when that module is imported
+(loaded by file path here: its module level needs only torch and numpy)."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).with_name("planted_mask")
+sys.path.insert(0, str(HERE))
+try:
+    from sitecustomize import flip_one_bit  # noqa: E402 - this folder's, loaded as a module
+finally:
+    sys.path.remove(str(HERE))
+    sys.modules.pop("sitecustomize", None)
+
+
+def test_one_bit_flipped_per_request_with_a_sibling():
+    vis = torch.eye(6, dtype=torch.bool).expand(3, 6, 6).clone()
+    out = flip_one_bit(vis, torch.tensor([6, 2, 4]))
+    assert int((out ^ vis).sum()) == 2 and bool(out[0, 1, 5]) and bool(out[2, 1, 3])
+    assert torch.equal(vis, torch.eye(6, dtype=torch.bool).expand(3, 6, 6))  # the input is not changed
+
+
+def test_the_ddtree_tree_gets_patched(tmp_path):
+    tree = Path("/work/impls/rancy-ddtree-v2-433c58ed/python")
+    if not (tree / "sglang/srt/speculative/ddtree_utils.py").exists():
+        pytest.skip(f"no rancy-ddtree-v2 tree at {tree}")
+    pkg = tmp_path / "sglang" / "srt" / "speculative"
+    pkg.mkdir(parents=True)
+    for d in (tmp_path / "sglang", tmp_path / "sglang/srt", pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "ddtree_utils.py").write_text((tree / "sglang/srt/speculative/ddtree_utils.py").read_text())
+    log = tmp_path / "planted.log"
+    code = ("import sglang.srt.speculative.ddtree_utils as u; "
+            "print(u.compile_ddtree_tree.__module__, u.compile_ddtree_tree.__qualname__)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": f"{HERE}:{tmp_path}", "DDTREE_PLANTED_LOG": str(log), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "sitecustomize" in r.stdout and "planted ddtree visibility flip" in log.read_text()
