@@ -36,6 +36,23 @@ def _no_prune(where: str):
     return refuse
 
 
+INTERPRET_MAX_BUDGET = 16
+INTERPRET_MAX_BATCH = 3
+"""The interpret tier runs an implementation's Triton kernels (under Triton's interpreter, about 0.1-25 s a
+cell on a CPU core) on the cells with ``B <= 16`` and at most 3 requests; bigger cells are the device
+tier's (a counted skip here, saying so)."""
+
+
+def interpret_subset(target, case) -> str | None:
+    if target.tier != "interpret" or case is None:
+        return None
+    budget, batch = getattr(case, "budget", 0), getattr(case, "batch", 1)
+    if budget > INTERPRET_MAX_BUDGET or batch > INTERPRET_MAX_BATCH:
+        return (f"Triton's interpreter is too slow for B = {budget}, {batch} requests on the CPU tier (it runs B <= "
+                f"{INTERPRET_MAX_BUDGET}, <= {INTERPRET_MAX_BATCH} requests); this cell runs on the device tier")
+    return None
+
+
 def static_entries(impl: impls.DDTreeImpl, jits: tuple[places.Jit, ...]) -> tuple[TritonKernel, ...]:
     """Static-tier entries of an implementation's kernels, at the grid's budgets (``q = B + 1``)."""
     return tuple(TritonKernel(kernel=j.name.strip("_"), fn=f"{impl.kernel_module}::{j.name}", signature=j.signature,
@@ -57,8 +74,8 @@ class DDTreeImplBackend(Backend):
         declared = []
         for w in places.WRAPPERS:
             if impl.kernel_module is not None and w.wrapper in impl.kernel_functions:
-                declared.append(KernelImpl(w.record, "cuda", what=f"{where}'s Triton {w.wrapper} (it raises "
-                                               "ValueError on CPU tensors)", static=static_entries(impl, w.jit)))
+                declared.append(KernelImpl(w.record, "triton", what=f"{where}'s Triton {w.wrapper}",
+                                           static=static_entries(impl, w.jit), refuse=interpret_subset))
         for h in places.HELPERS:
             if impl.utils_module is not None and all(f in impl.utils_functions for f in h.helpers):
                 declared.append(KernelImpl(h.record, "host", what=f"{where}'s {h.helpers[0]}"))
@@ -71,7 +88,12 @@ class DDTreeImplBackend(Backend):
 
     # ---- loading the implementation's code
     def _kernels(self):
-        return impls.load_module(self.impl.kernel_module)
+        """The kernel module as written; under Triton's interpreter (the interpret tier) with its wrappers'
+        device guards lifted at load time (:func:`ddtree_compat.impls.load_module`), so its own wrappers and
+        kernels run on CPU tensors."""
+        from . import interpreter_on
+
+        return impls.load_module(self.impl.kernel_module, interpreter_on())
 
     def _utils(self):
         return impls.load_module(self.impl.utils_module)
@@ -130,16 +152,17 @@ class DDTreeImplBackend(Backend):
             draft_tokens=draft, target_predict=target, parents=parents, actual_tree_sizes=sizes,
             accepted_indices=out_indices, accepted_token_ids=out_tokens, accepted_lens=out_lens, next_tokens=out_next)
 
-    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next) -> None:
-        """The worker's scratch for sampling: uniforms ``[bs, q]`` and ``[bs]``, reject outputs."""
+    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                      uniform_final) -> None:
+        """The uniform buffers the check gives (the wrapper fills them from torch's generator and its kernel
+        reads them), the worker's scratch for the reject outputs."""
         import torch
 
         bs, q = draft.shape
         device = draft.device
         self._kernels().sample_ddtree_target_probs_triton(
             target_probs=target_probs, draft_tokens=draft, parents=parents, actual_tree_sizes=sizes,
-            uniform_samples=torch.empty(bs, q, dtype=torch.float32, device=device),
-            uniform_final=torch.empty(bs, dtype=torch.float32, device=device),
+            uniform_samples=uniforms, uniform_final=uniform_final,
             accepted_indices=out_indices, accepted_token_ids=out_tokens, accepted_lens=out_lens, next_tokens=out_next,
             reject_indices=torch.empty(bs, dtype=torch.int64, device=device),
             reject_child_tokens=torch.empty(bs, q, dtype=torch.int64, device=device),

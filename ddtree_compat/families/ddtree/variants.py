@@ -71,8 +71,10 @@ class DDTreeBreaks(DDTreeReference):
         paths, nexts = super().ddtree_follow_cpu(draft, target, parents, sizes)
         return [p[:1] for p in paths], nexts
 
-    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next) -> None:
-        super().ddtree_sample(target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next)
+    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                      uniform_final) -> None:
+        super().ddtree_sample(target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                              uniform_final)
         out_next += 1
 
     def ddtree_eagle_links(self, top_log_probs, top_token_ids, budget):
