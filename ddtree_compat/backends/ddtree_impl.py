@@ -36,21 +36,16 @@ def _no_prune(where: str):
     return refuse
 
 
-INTERPRET_MAX_BUDGET = 16
-INTERPRET_MAX_BATCH = 3
-"""The interpret tier runs an implementation's Triton kernels (under Triton's interpreter, about 0.1-25 s a
-cell on a CPU core) on the cells with ``B <= 16`` and at most 3 requests; bigger cells are the device
-tier's (a counted skip here, saying so)."""
-
-
 def interpret_subset(target, case) -> str | None:
-    if target.tier != "interpret" or case is None:
+    """On the interpret tier an implementation's Triton kernels run on
+    :func:`~ddtree_compat.families.ddtree.records.interpret_ids`' cells only (Triton's interpreter is slow);
+    the others are a counted skip that says the device tier runs them."""
+    from ..families.ddtree.records import interpret_ids
+
+    if target.tier != "interpret" or case is None or getattr(case, "id", None) in interpret_ids():
         return None
-    budget, batch = getattr(case, "budget", 0), getattr(case, "batch", 1)
-    if budget > INTERPRET_MAX_BUDGET or batch > INTERPRET_MAX_BATCH:
-        return (f"Triton's interpreter is too slow for B = {budget}, {batch} requests on the CPU tier (it runs B <= "
-                f"{INTERPRET_MAX_BUDGET}, <= {INTERPRET_MAX_BATCH} requests); this cell runs on the device tier")
-    return None
+    return ("the interpret tier runs an implementation's Triton kernels on the default grid's pairwise cells with "
+            "B <= 16 only (Triton's interpreter: up to 25 s a cell on a CPU core); this cell runs on the device tier")
 
 
 def static_entries(impl: impls.DDTreeImpl, jits: tuple[places.Jit, ...]) -> tuple[TritonKernel, ...]:

@@ -43,7 +43,7 @@ graph bucket, smaller than ``B + 1``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -298,22 +298,23 @@ FIELD_BLOCK = 16
 BATCHES = (1, 3, 8)
 PASTS = (0, 17, 300)
 DIMENSIONS = {"logits": LOGITS, "batch": BATCHES, "past": PASTS, "prune": (False, True), "layout": LAYOUTS,
-              "plant": PLANTS, "padding": PADDINGS, "probs": PROBS}
-"""Every case dimension and its values. A record's grid crosses the ones its kernel reads (a dimension it
+              "plant": PLANTS, "padding": PADDINGS, "probs": PROBS, "pruning": ("off", "prune", "prune-zeropad")}
+"""Every case dimension and its values (``pruning``: prune and the visibility padding as one dimension, since
+zero padding exists only past a pruned tree). A record's grid crosses the ones its kernel reads (a dimension it
 does not read would only repeat a cell): :data:`GRID_DIMENSIONS`."""
 
 GRID_DIMENSIONS = {
     "build": (("logits", "batch", "layout"), ()),
     "build_cpu": (("logits", "batch", "prune"), ()),
     "tree": (("logits", "batch", "past", "prune", "layout"), ()),
-    "compile": (("logits", "batch", "past", "prune", "layout"), ("padding",)),
+    "compile": (("logits", "batch", "past", "pruning", "layout"), ()),
     "follow": (("logits", "batch", "plant", "prune", "layout"), ()),
     "sample": (("logits", "batch", "plant", "prune", "layout"), ("probs",)),
 }
 """Per grid: ``(dimensions, extra)``. The default grid covers every pair of values of budget and all of them
 (pairwise, :func:`~ddtree_compat.harness.covering.pairwise`; with block size too in the full profile); at
-the :data:`FIELD_BUDGETS` it holds every combination of ``dimensions`` and every pair with ``extra`` (inputs
-one kernel alone reads: the compile's visibility padding, sampling's target probabilities)."""
+the :data:`FIELD_BUDGETS` it holds every combination of ``dimensions`` and every pair with ``extra`` (an input
+one kernel alone reads: sampling's target probabilities)."""
 
 
 def _unique(cases) -> tuple:
@@ -322,12 +323,13 @@ def _unique(cases) -> tuple:
 
 def _case(row: dict) -> DDTreeCase:
     row = dict(row)
-    if row.get("padding") == "zeros" and not row.get("prune"):
-        row["padding"] = "identity"  # zero padding exists only past a pruned tree
+    pruning = row.pop("pruning", None)
+    if pruning is not None:
+        row.update(prune=pruning != "off", padding="zeros" if pruning == "prune-zeropad" else "identity")
     return DDTreeCase(**row)
 
 
-def grid_rows(profile: str, grid: str) -> list[dict]:
+def grid_rows(profile: str, grid: str, field: bool = True) -> list[dict]:
     """The rows of one of :data:`GRID_DIMENSIONS`' grids: pairwise over the profile's budgets (and block sizes),
     then every combination at the field's budgets."""
     from itertools import product
@@ -341,6 +343,8 @@ def grid_rows(profile: str, grid: str) -> list[dict]:
         axes["block_size"] = BLOCK_SIZES[profile]
     axes.update((d, DIMENSIONS[d]) for d in (*dims, *extra))
     rows = pairwise(axes)
+    if not field:
+        return rows
     full = [dict(budget=b, block_size=FIELD_BLOCK, **dict(zip(dims, combo)))
             for b in FIELD_BUDGETS for combo in product(*(DIMENSIONS[d] for d in dims))]
     if extra:
@@ -348,6 +352,21 @@ def grid_rows(profile: str, grid: str) -> list[dict]:
                       **{d: DIMENSIONS[d] for d in extra}}
         full = pairwise(field_axes, full)
     return rows + full
+
+
+INTERPRET_MAX_BUDGET = 16
+
+
+@cache
+def interpret_ids() -> frozenset[str]:
+    """The cells the interpret tier runs an implementation's Triton kernels on (Triton's interpreter takes
+    0.1-25 s a cell on a CPU core): the default grid's pairwise rows with ``B <= 16`` (every pair of the
+    other dimensions' values still meets there) and the exhaustion cases; the rest are the device tier's."""
+    ids = {c.id for c in exhaustion_cases(CaseContext("default", ()))}
+    for grid, (dims, extra) in GRID_DIMENSIONS.items():
+        pairwise_part = grid_rows("default", grid, field=False)
+        ids |= {_case(r).id for r in pairwise_part if r["budget"] <= INTERPRET_MAX_BUDGET}
+    return frozenset(ids)
 
 
 def _grid(ctx: CaseContext, grid: str) -> tuple:
