@@ -115,14 +115,15 @@ class OnePrefixForgotten(DDTreeReference):
 
 
 class DepthLimitOneShort(DDTreeReference):
-    """Gap 2 (depth): the Triton build's depth limit one short (no child pushed at depth ``L``): only a tree
-    that reaches the depth limit shows it, and no rotation tree did at block 16."""
+    """Gap 2 (depth): the Triton build's depth limit one short (no child pushed at depth ``L``) on its top-k path
+    (``K > 1``; the ``K = 1`` chain is another loop): only a ``K > 1`` tree that reaches the depth limit shows it,
+    and no rotation tree did (its only trees at the limit are the ``K = 1`` exhaustion cells)."""
 
     name = "planted-depth-limit-one-short"
 
     def ddtree_build(self, top_log_probs, top_token_ids, budget, out_tokens, out_depths, out_parents, out_visibility,
                      out_sizes) -> None:
-        if top_log_probs.shape[1] > 1:
+        if top_log_probs.shape[1] > 1 and top_log_probs.shape[2] > 1:
             top_log_probs, top_token_ids = top_log_probs[:, :-1], top_token_ids[:, :-1]
         super().ddtree_build(top_log_probs, top_token_ids, budget, out_tokens, out_depths, out_parents, out_visibility,
                              out_sizes)
