@@ -155,24 +155,56 @@ def _private_name(path: Path) -> str:
 
 
 @cache
-def load_module(path: Path):
+def load_module(path: Path, lift_device_guards: bool = False):
     """The module at ``path``, loaded by file path under a private name (its own code, unchanged).
+
+    With ``lift_device_guards`` (the interpret tier: Triton's interpreter runs the kernels on CPU tensors)
+    the module is compiled from its own source with its device guards left out (:func:`lift_device_guards`)
+    and nothing else changed, under another private name.
 
     Raises:
         ImportError: the module's own imports fail here.
     """
-    name = _private_name(path)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
     import sys
 
+    name = _private_name(path) + ("_interpret" if lift_device_guards else "")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # Triton and dataclasses look their module up by name
     try:
-        spec.loader.exec_module(module)
+        if lift_device_guards:
+            tree, lifted = _without_device_guards(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+            module.__dict__["__ddtree_lifted_guards__"] = lifted
+            exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the implementation's own code
+        else:
+            spec.loader.exec_module(module)
     except BaseException:
         sys.modules.pop(name, None)
         raise
     return module
+
+
+def _is_device_guard(node: ast.stmt) -> bool:
+    """``if not X.is_cuda: raise ...`` (one statement, no else): a wrapper refusing CPU tensors."""
+    test = node.test if isinstance(node, ast.If) else None
+    return (isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Attribute)
+            and test.operand.attr == "is_cuda" and len(node.body) == 1 and isinstance(node.body[0], ast.Raise)
+            and not node.orelse)
+
+
+def _without_device_guards(tree: ast.Module) -> tuple[ast.Module, tuple[int, ...]]:
+    """``tree`` with every device guard (:func:`_is_device_guard`) replaced by ``pass`` (line numbers kept,
+    so tracebacks point into the implementation's file); returns the lifted guards' line numbers."""
+    lifted = []
+
+    class Lift(ast.NodeTransformer):
+        def visit_If(self, node):
+            if _is_device_guard(node):
+                lifted.append(node.lineno)
+                return ast.copy_location(ast.Pass(), node)
+            return self.generic_visit(node)
+
+    return ast.fix_missing_locations(Lift().visit(tree)), tuple(lifted)
 
 
 @cache

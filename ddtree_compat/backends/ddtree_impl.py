@@ -36,6 +36,18 @@ def _no_prune(where: str):
     return refuse
 
 
+def interpret_subset(target, case) -> str | None:
+    """On the interpret tier an implementation's Triton kernels run on
+    :func:`~ddtree_compat.families.ddtree.records.interpret_ids`' cells only (Triton's interpreter is slow);
+    the others are a counted skip that says the device tier runs them."""
+    from ..families.ddtree.records import interpret_ids
+
+    if target.tier != "interpret" or case is None or getattr(case, "id", None) in interpret_ids():
+        return None
+    return ("the interpret tier runs an implementation's Triton kernels on the default grid's pairwise cells with "
+            "B <= 16 only (Triton's interpreter: up to 25 s a cell on a CPU core); this cell runs on the device tier")
+
+
 def static_entries(impl: impls.DDTreeImpl, jits: tuple[places.Jit, ...]) -> tuple[TritonKernel, ...]:
     """Static-tier entries of an implementation's kernels, at the grid's budgets (``q = B + 1``)."""
     return tuple(TritonKernel(kernel=j.name.strip("_"), fn=f"{impl.kernel_module}::{j.name}", signature=j.signature,
@@ -57,8 +69,8 @@ class DDTreeImplBackend(Backend):
         declared = []
         for w in places.WRAPPERS:
             if impl.kernel_module is not None and w.wrapper in impl.kernel_functions:
-                declared.append(KernelImpl(w.record, "cuda", what=f"{where}'s Triton {w.wrapper} (it raises "
-                                               "ValueError on CPU tensors)", static=static_entries(impl, w.jit)))
+                declared.append(KernelImpl(w.record, "triton", what=f"{where}'s Triton {w.wrapper}",
+                                           static=static_entries(impl, w.jit), refuse=interpret_subset))
         for h in places.HELPERS:
             if impl.utils_module is not None and all(f in impl.utils_functions for f in h.helpers):
                 declared.append(KernelImpl(h.record, "host", what=f"{where}'s {h.helpers[0]}"))
@@ -71,7 +83,12 @@ class DDTreeImplBackend(Backend):
 
     # ---- loading the implementation's code
     def _kernels(self):
-        return impls.load_module(self.impl.kernel_module)
+        """The kernel module as written; under Triton's interpreter (the interpret tier) with its wrappers'
+        device guards lifted at load time (:func:`ddtree_compat.impls.load_module`), so its own wrappers and
+        kernels run on CPU tensors."""
+        from . import interpreter_on
+
+        return impls.load_module(self.impl.kernel_module, interpreter_on())
 
     def _utils(self):
         return impls.load_module(self.impl.utils_module)
@@ -130,16 +147,17 @@ class DDTreeImplBackend(Backend):
             draft_tokens=draft, target_predict=target, parents=parents, actual_tree_sizes=sizes,
             accepted_indices=out_indices, accepted_token_ids=out_tokens, accepted_lens=out_lens, next_tokens=out_next)
 
-    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next) -> None:
-        """The worker's scratch for sampling: uniforms ``[bs, q]`` and ``[bs]``, reject outputs."""
+    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                      uniform_final) -> None:
+        """The uniform buffers the check gives (the wrapper fills them from torch's generator and its kernel
+        reads them), the worker's scratch for the reject outputs."""
         import torch
 
         bs, q = draft.shape
         device = draft.device
         self._kernels().sample_ddtree_target_probs_triton(
             target_probs=target_probs, draft_tokens=draft, parents=parents, actual_tree_sizes=sizes,
-            uniform_samples=torch.empty(bs, q, dtype=torch.float32, device=device),
-            uniform_final=torch.empty(bs, dtype=torch.float32, device=device),
+            uniform_samples=uniforms, uniform_final=uniform_final,
             accepted_indices=out_indices, accepted_token_ids=out_tokens, accepted_lens=out_lens, next_tokens=out_next,
             reject_indices=torch.empty(bs, dtype=torch.int64, device=device),
             reject_child_tokens=torch.empty(bs, q, dtype=torch.int64, device=device),

@@ -59,9 +59,9 @@ def test_case_ids_are_unique_and_round_trip():
         assert DDTreeCase.from_json(cases[-1].to_json()) == cases[-1]
 
 
-def _slice(record, step=7):
+def _slice(record, per=40):
     cases = record.cases(CaseContext("default", ()))
-    return cases[::step] + tuple(c for c in cases if c.layout == "worker" and c.prune and c.batch > 1)[:3]
+    return cases[::max(1, len(cases) // per)] + tuple(c for c in cases if c.layout == "worker" and c.prune and c.batch > 1)[:3]
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -75,7 +75,7 @@ def test_reference_passes_every_check(kernel):
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_each_check_catches_its_broken_kernel(kernel):
     record = records.get(kernel)
-    outcomes = {case.id: record.runner()(case, DDTreeBreaks(), CPU) for case in _slice(record, step=3)}
+    outcomes = {case.id: record.runner()(case, DDTreeBreaks(), CPU) for case in _slice(record, per=80)}
     wrong = [v for v in outcomes.values() if v.outcome == "wrong"]
     assert wrong, f"{kernel}: the broken variant passed every case: {list(outcomes)[:5]}"
     assert all(v.outcome in ("wrong", "pass") for v in outcomes.values()), [v.message for v in outcomes.values()]

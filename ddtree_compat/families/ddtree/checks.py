@@ -10,6 +10,7 @@ allocations are compared whole, bit for bit, bands included, and every input mus
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ...cases import stable_seed
@@ -17,7 +18,7 @@ from ...harness import graphs
 from ...harness.buffers import BOOL_POISON, POISON, Inputs, Out, compare
 from ...harness.calls import Findings, check, synchronize
 from .oracle import (CPU_RULE, arrays, compile_inputs, eagle_links_reverse, fa_full_row, fa_suffix_row, follow,
-                     graph_buckets, packed_mask, padded_visibility, prune_deepest_chains, select_bucket)
+                     graph_buckets, packed_mask, padded_visibility, prune_deepest_chains, sample_walk, select_bucket)
 from .records import DDTreeCase
 
 
@@ -85,8 +86,9 @@ def ddtree_prune(case: DDTreeCase, backend, device: str) -> list[str]:
 
 def _compile_inputs(case: DDTreeCase, device: str, cpu: bool = False):
     """The compile step's inputs as the worker holds them: node buffers ``[max_bs, B]`` (sliced to ``bs``),
-    the visibility of the build (the Triton prune's identity padding when pruned)."""
-    arrs = case.arrays("identity" if case.prune else "empty")
+    the visibility of the build: past a pruned tree the Triton prune's identity rows, or (``padding="zeros"``)
+    the CPU build's zero rows."""
+    arrs = case.arrays(case.padding if case.prune else "empty")
     inputs = Inputs("cpu" if cpu else device)
     vals = _tree_values(arrs)
     args = dict(root=inputs.add("root", case.roots, torch.int64),
@@ -128,7 +130,7 @@ def ddtree_compile(case: DDTreeCase, backend, device: str) -> list[str]:
         backend.ddtree_compile(args["root"], args["tokens"], args["depths"], vis, args["start"], args["past"],
                                args["sizes"], ids2.arg, pos2.arg, None, q, None)
         synchronize(device)
-        want = [[list(r) for r in a.visibility] for a in arrs]
+        want = [[list(r) for r in a.visibility] for a in arrs]  # the padding rows to the identity, in place
         for b, a in enumerate(arrs):
             for i, row in enumerate(padded_visibility(a.visibility, a.size, q)):
                 want[b][i][:q] = row
@@ -138,13 +140,25 @@ def ddtree_compile(case: DDTreeCase, backend, device: str) -> list[str]:
 
 @check
 def ddtree_compile_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
+    """With the mask (``build_mask=True``), then without it (as the FlashAttention worker calls it): the same
+    ids and positions, no mask, and the visibility's rows past each tree padded to the identity in place."""
     inputs, args, arrs = _compile_inputs(case, device, cpu=True)
     ids_want, pos_want, mask_want = _compile_want(case, arrs)
     ids, pos, mask = backend.ddtree_compile_cpu(*args.values(), case.q, True)
     q = case.q
-    return (compare("verify_input_ids", ids, [ids_want[b * q:(b + 1) * q] for b in range(case.batch)])
-            + compare("verify_position_ids", pos, [pos_want[b * q:(b + 1) * q] for b in range(case.batch)])
-            + compare("tree_attention_mask", mask, mask_want) + inputs.problems())
+    per_row = lambda flat: [flat[b * q:(b + 1) * q] for b in range(case.batch)]  # noqa: E731
+    problems = (compare("verify_input_ids", ids, per_row(ids_want)) + compare("verify_position_ids", pos, per_row(pos_want))
+                + compare("tree_attention_mask", mask, mask_want) + inputs.problems())
+    vis = args["visibility"].clone()
+    ids2, pos2, mask2 = backend.ddtree_compile_cpu(*(vis if k == "visibility" else v for k, v in args.items()), q, False)
+    want = [[list(r) for r in a.visibility] for a in arrs]
+    for b, a in enumerate(arrs):
+        for i, row in enumerate(padded_visibility(a.visibility, a.size, q)):
+            want[b][i][:q] = row
+    return (problems + compare("verify_input_ids (no mask)", ids2, per_row(ids_want))
+            + compare("verify_position_ids (no mask)", pos2, per_row(pos_want))
+            + ([] if mask2 is None else ["tree_attention_mask (no mask): a mask was built"])
+            + compare("visibility (padded, no mask)", vis, want))
 
 
 def _fa_inputs(case: DDTreeCase, device: str):
@@ -255,20 +269,98 @@ def ddtree_follow_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
     return problems + compare("next_tokens", list(nexts), [f.next_token for f in want]) + inputs.problems()
 
 
+def _uniform_buffers(case: DDTreeCase, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sampler's uniform buffers as the worker passes them: ``[:bs, :q]`` of ``[max_bs, B + 1]`` (worker
+    layout; exact: ``[bs, q]``) and ``[:bs]`` of ``[max_bs]``, NaN-filled (a uniform the sampler reads but
+    never draws shows)."""
+    width = case.budget + 1 if case.layout == "worker" else case.q
+    u = torch.full((case.max_bs, width), float("nan"), dtype=torch.float32, device=device)[:case.batch, :case.q]
+    return u, torch.full((case.max_bs,), float("nan"), dtype=torch.float32, device=device)[:case.batch]
+
+
+def _predicted_uniforms(case: DDTreeCase, device: str, seed: int) -> tuple[list, list]:
+    """The uniforms the sampler will draw into its buffers from torch's generator seeded ``seed`` (its
+    documented order: the per-node uniforms, then the final ones), drawn here the same way."""
+    u, uf = _uniform_buffers(case, device)
+    torch.manual_seed(seed)
+    u.uniform_()
+    uf.uniform_()
+    return u.cpu().tolist(), uf.cpu().tolist()
+
+
+UNITS = 4096  # spread masses are multiples of 1 / UNITS: every partial sum exact in float32
+
+
+def sample_probs(case: DDTreeCase, uniforms: list) -> list[list[dict]]:
+    """Per request and column, the target's distribution ``{token: mass}`` (see :attr:`DDTreeCase.probs`)."""
+    rng = np.random.default_rng(stable_seed("ddtree-probs", case.id))
+    out = []
+    for b in range(case.batch):
+        draft, parents, size = case.draft_row(b), case.parents_row(b), case.sizes[b]
+        rows = []
+        for i in range(case.q):
+            kids = [draft[j] for j in range(1, min(size, case.q)) if parents[j] == i]
+            if case.probs == "onehot" or i >= size:
+                rows.append({case.targets[b][i]: 1.0})
+                continue
+            others = [int(t) for t in rng.integers(case.vocab, size=3) if int(t) not in kids]
+            if case.probs == "edge" and kids:
+                u = float(np.float32(uniforms[b][i]))
+                row = {kids[0]: u}
+                rest = kids[1] if len(kids) > 1 else (others[0] if others else (kids[0] + 1) % case.vocab)
+                row[rest] = row.get(rest, 0.0) + float(np.float32(1.0) - np.float32(u))
+                rows.append(row)
+                continue
+            row, left = {}, UNITS
+            for t in kids:
+                k = int(rng.integers(0, max(1, 2 * UNITS // (len(kids) + 1)) + 1))
+                k = min(k, left)
+                row[t] = row.get(t, 0) + k
+                left -= k
+            for n, t in enumerate(others or [kids[0]]):
+                k = left if n == len(others or [kids[0]]) - 1 else int(rng.integers(0, left + 1))
+                row[t] = row.get(t, 0) + k
+                left -= k
+            rows.append({t: m / UNITS for t, m in row.items() if m})
+        out.append(rows)
+    return out
+
+
 @check
 def ddtree_sample(case: DDTreeCase, backend, device: str) -> list[str]:
-    """With one-hot target probabilities (the target's token per node) sampling verify must give the greedy
-    follow's result exactly, for any uniforms in (0, 1)."""
-    inputs, args, want = _follow_setup(case, device)
+    """Sampling verify with the uniforms it draws into the buffers it is given (torch's generator, seeded):
+    the accepted path and the bonus token must be exactly :func:`~.oracle.sample_walk`'s with the uniforms
+    the buffers hold after the call. One-hot target probabilities: exactly the greedy follow, for any
+    uniforms; ``spread``: real distributions (dyadic masses, so every sum is exact); ``edge``: a child's
+    cumulative mass equal to its node's uniform (``<`` rejects it, ``<=`` would not)."""
+    inputs, args, greedy = _follow_setup(case, device)
+    seed = stable_seed("ddtree-uniforms", case.id) % (2 ** 31)
+    predicted, _ = _predicted_uniforms(case, device, seed) if case.probs == "edge" else ([], [])
+    rows = sample_probs(case, predicted)
     probs = torch.zeros(case.batch, case.q, case.vocab, dtype=torch.float32)
-    for b, row in enumerate(case.targets):
-        probs[b, torch.arange(case.q), torch.tensor(row)] = 1.0
+    for b, per_node in enumerate(rows):
+        for i, row in enumerate(per_node):
+            for t, m in row.items():
+                probs[b, i, t] = m
     target_probs = inputs.add("target_probs", probs, torch.float32)
     outs = _follow_outs(case, device)
-    torch.manual_seed(0)
-    backend.ddtree_sample(target_probs, args[0], args[2], args[3], *(o.arg for o in outs))
+    uniforms, uniform_final = _uniform_buffers(case, device)
+    torch.manual_seed(seed)
+    backend.ddtree_sample(target_probs, args[0], args[2], args[3], *(o.arg for o in outs), uniforms, uniform_final)
     synchronize(device)
-    return [p for o, w in zip(outs, _follow_values(case, want)) for p in o.problems(w)] + inputs.problems()
+    used, used_final = uniforms.cpu().tolist(), uniform_final.cpu().tolist()
+    problems = []
+    if any(u != u or not 0.0 <= u < 1.0 for r in used for u in r) or any(u != u or not 0.0 <= u < 1.0 for u in used_final):
+        problems.append("uniform buffers after the call are not all uniforms in [0, 1) (a uniform left undrawn)")
+        want = greedy
+    else:
+        want = [sample_walk(case.draft_row(b), case.parents_row(b), case.sizes[b], case.q, rows[b], used[b],
+                            used_final[b]) for b in range(case.batch)]
+    if case.probs == "onehot" and want != greedy:
+        problems.append(f"one-hot sampling walk {want} differs from the greedy follow {greedy} (oracle)")
+    if case.probs == "edge" and used != predicted:
+        problems.append("the sampler did not draw the uniforms its documented order gives (edge case not at the edge)")
+    return problems + [p for o, w in zip(outs, _follow_values(case, want)) for p in o.problems(w)] + inputs.problems()
 
 
 @check
@@ -328,6 +420,7 @@ def run_chain_graph(case: DDTreeCase, backend, device: str, sampling: bool = Fal
     target = torch.tensor([(t + [0] * q)[:q] for t in warm.targets], dtype=torch.int64, device=device)
     probs = torch.zeros(bs, q, case.vocab, dtype=torch.float32, device=device)
     follow_outs = _follow_outs(replace(case, layout="worker"), device)
+    uniforms, uniform_final = _uniform_buffers(replace(case, layout="worker"), device)
 
     def step():
         backend.ddtree_build(top_lp, top_ids, b, *(o.arg for o in outs))
@@ -336,7 +429,8 @@ def run_chain_graph(case: DDTreeCase, backend, device: str, sampling: bool = Fal
         draft = vids.arg.view(bs, q)
         if sampling:
             probs.zero_().scatter_(2, target.unsqueeze(2), 1.0)
-            backend.ddtree_sample(probs, draft, outs[2].arg, outs[4].arg, *(o.arg for o in follow_outs))
+            backend.ddtree_sample(probs, draft, outs[2].arg, outs[4].arg, *(o.arg for o in follow_outs), uniforms,
+                                  uniform_final)
         else:
             backend.ddtree_follow(draft, target, outs[2].arg, outs[4].arg, *(o.arg for o in follow_outs))
 

@@ -267,3 +267,45 @@ def graph_buckets(budget: int, prune: bool, configured: Sequence[int] = ()) -> l
 def select_bucket(size: int, buckets: Sequence[int]) -> int:
     """The first bucket ``>= max(1, size)``, else the last."""
     return next((b for b in buckets if b >= max(1, size)), buckets[-1])
+
+
+def sample_walk(draft: Sequence[int], parents: Sequence[int], size: int, q: int, probs: Sequence[dict],
+                uniforms: Sequence[float], uniform_final: float) -> Followed:
+    """Sampling verify of one request, given its uniforms (the implementations' documented rule): from the
+    root, at node ``cur`` its children ``j < size`` (``parents[j] == cur``) in index order, each with the
+    target's mass ``probs[cur][draft[j]]``; accept the first child whose cumulative mass exceeds
+    ``uniforms[cur]`` (strictly: ``u < prefix``; the uniform of the node, not of the step), else stop (after at
+    most ``q - 1`` steps). The bonus token: the target's distribution at the last accepted node with its
+    children's tokens removed, inverted at ``uniform_final * total`` (the first token whose cumulative mass
+    reaches it). ``probs[i]``: ``{token: float32 mass}`` (tokens absent have mass 0); sums are exact when
+    the masses are dyadic (as the cases draw them). ``size`` is clamped to ``1..q``."""
+    import numpy as np
+
+    live = max(1, min(size, q))
+    path = [0]
+    for _ in range(q - 1):
+        cur = path[-1]
+        prefix, chosen = np.float32(0), None
+        for j in range(1, live):
+            if parents[j] == cur:
+                prefix = np.float32(prefix + np.float32(probs[cur].get(draft[j], 0.0)))
+                if np.float32(uniforms[cur]) < prefix:
+                    chosen = j
+                    break
+        if chosen is None:
+            break
+        path.append(chosen)
+    cur = path[-1]
+    removed = {draft[j] for j in range(1, live) if parents[j] == cur}
+    masses = sorted((t, np.float32(m)) for t, m in probs[cur].items() if t not in removed and m > 0)
+    total = np.float32(sum(m for _, m in masses)) if masses else np.float32(0)
+    threshold = np.float32(np.float32(uniform_final) * max(total, np.float32(0)))
+    cdf, bonus = np.float32(0), None
+    for t, m in masses:
+        cdf = np.float32(cdf + m)
+        if cdf >= threshold:
+            bonus = t
+            break
+    if bonus is None:  # threshold 0 with no mass before it, or past the total: the first / the last token
+        bonus = 0 if threshold <= 0 else (masses[-1][0] if masses else 0)
+    return Followed(tuple(path), tuple(draft[j] for j in path), int(bonus))

@@ -43,7 +43,7 @@ graph bucket, smaller than ``B + 1``.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from functools import cache, cached_property
 
 import numpy as np
 
@@ -54,9 +54,12 @@ from ...tree import DraftTree
 from ...records import CaseContext, KernelRecord
 
 SCHEMA = "ddtree-compat/ddtree-case/1"
-LOGITS = ("peaked", "flat", "ties")
+LOGITS = ("peaked", "flat", "ties", "deep", "wide")
 LAYOUTS = ("exact", "worker")
 PLANTS = ("none", "first", "partial", "deep", "sibling")
+PADDINGS = ("identity", "zeros")  # visibility rows past a pruned tree: the Triton prune's, the CPU build's
+PROBS = ("onehot", "spread", "edge")  # sampling verify's target probabilities
+WIDE_EVERY = 4  # ``wide`` logits branch at depths 1, 5, 9, ... (two near-tied tokens there, one dominant elsewhere)
 SPARE_ROWS = 5  # the worker's max_bs beyond the batch
 
 
@@ -69,13 +72,22 @@ class DDTreeCase(SavedCase):
         block_size: DFlash block; depth limit ``L = block_size - 1``.
         topk: ``K`` (``None``: ``min(B, vocab)``, what the implementations use).
         logits: ``peaked`` (one dominant token per depth: deep trees), ``flat`` (near-uniform: wide), ``ties``
-            (spread-out logits, log-probs rounded to 1/2: tied sums, where the CPU and kernel tie rules part).
+            (spread-out logits, log-probs rounded to 1/2: tied sums, where the CPU and kernel tie rules part),
+            ``deep`` (one overwhelming token per depth: the argmax chain reaches the depth limit once
+            ``B >= L``), ``wide`` (two near-tied tokens every :data:`WIDE_EVERY` depths, one overwhelming token
+            between: a tree that branches at several depths and is deep).
         batch: requests.
         vocab: token ids are in ``[0, vocab)``.
         plant: the accepted path planted for follow and sampling (as the verify grid's plants).
         past: request ``b``'s prefix is ``past + 3 b`` tokens (ragged).
         prune: the tree is pruned to its deepest chains.
         layout: ``exact`` or ``worker`` (module docstring).
+        padding: the visibility the compile gets past a pruned tree's rows: ``identity`` (what the Triton
+            prune writes) or ``zeros`` (the CPU build with prune: the no-mask compile must pad them itself).
+        probs: sampling verify's target probabilities: ``onehot`` (the target's token per node: exactly the
+            greedy follow), ``spread`` (masses of 1/64 on each child's token and a few others: exact in
+            float32), ``edge`` (a child's cumulative mass equal to the uniform its node reads: ``<`` and
+            ``<=`` part).
         seed: the draw.
 
     Raises:
@@ -95,6 +107,8 @@ class DDTreeCase(SavedCase):
     past: int = 0
     prune: bool = False
     layout: str = "exact"
+    padding: str = "identity"
+    probs: str = "onehot"
     seed: int = 0
 
     # ---------------------------------------------------------------- identity
@@ -112,6 +126,10 @@ class DDTreeCase(SavedCase):
             parts.append("prune")
         if self.layout != "exact":
             parts.append(self.layout)
+        if self.padding != "identity":
+            parts.append("zeropad")
+        if self.probs != "onehot":
+            parts.append(self.probs)
         if self.vocab != 1024:
             parts.append(f"v{self.vocab}")
         if self.seed:
@@ -135,7 +153,8 @@ class DDTreeCase(SavedCase):
         if not 1 <= self.k <= self.vocab:
             raise CaseError("topk", self.topk, f"null or 1..vocab ({self.vocab})", "out of range", where)
         for name, value, allowed in (("logits", self.logits, LOGITS), ("layout", self.layout, LAYOUTS),
-                                     ("plant", self.plant, PLANTS)):
+                                     ("plant", self.plant, PLANTS), ("padding", self.padding, PADDINGS),
+                                     ("probs", self.probs, PROBS)):
             if value not in allowed:
                 raise CaseError(name, value, ", ".join(allowed), "unknown", where)
         if not isinstance(self.batch, int) or self.batch < 1 or not isinstance(self.past, int) or self.past < 0:
@@ -145,7 +164,9 @@ class DDTreeCase(SavedCase):
     def coordinates(self) -> dict:
         return dict(budget=self.budget, topology=f"ddtree-{self.logits}", plant=self.plant, batch=self.batch,
                     block_size=self.block_size, mode="prune" if self.prune else "tree",
-                    layout=self.layout + ("-prune" if self.prune else ""), shape=f"k{self.k}-past{self.past}")
+                    layout=self.layout + ("-prune" if self.prune else ""),
+                    shape=f"k{self.k}-past{self.past}" + ("-zeropad" if self.padding != "identity" else "")
+                    + (f"-{self.probs}" if self.probs != "onehot" else ""))
 
     # ---------------------------------------------------------------- JSON
     def to_json(self) -> str:
@@ -182,6 +203,12 @@ class DDTreeCase(SavedCase):
                 x[np.arange(self.depth_limit), rng.integers(self.vocab, size=self.depth_limit)] += 8.0
             elif self.logits == "flat":
                 x *= 0.05
+            elif self.logits == "deep":
+                x[np.arange(self.depth_limit), rng.integers(self.vocab, size=self.depth_limit)] += 24.0
+            elif self.logits == "wide":
+                for d in range(self.depth_limit):
+                    pair = rng.choice(self.vocab, size=2, replace=False)
+                    x[d, pair] = (20.0, 19.8) if d % WIDE_EVERY == 0 else (24.0, x[d, pair[1]])
             else:  # ties: a spread-out draft whose rounded log-probs tie near the top of each depth
                 x *= 3.0
             shifted = x - x.max(axis=1, keepdims=True)
@@ -266,35 +293,93 @@ class DDTreeCase(SavedCase):
 BUDGETS = {"default": (1, 2, 3, 7, 8, 12, 13, 14, 15, 16, 17, 31, 32, 33, 63, 64),
            "full": (1, 2, 3, 7, 8, 12, 13, 14, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256)}
 BLOCK_SIZES = {"default": (16,), "full": (8, 16, 32)}
+FIELD_BUDGETS = (8, 12, 15, 16, 32, 64)  # the field's budgets: every combination, at block size 16
+FIELD_BLOCK = 16
 BATCHES = (1, 3, 8)
+PASTS = (0, 17, 300)
+DIMENSIONS = {"logits": LOGITS, "batch": BATCHES, "past": PASTS, "prune": (False, True), "layout": LAYOUTS,
+              "plant": PLANTS, "padding": PADDINGS, "probs": PROBS, "pruning": ("off", "prune", "prune-zeropad")}
+"""Every case dimension and its values (``pruning``: prune and the visibility padding as one dimension, since
+zero padding exists only past a pruned tree). A record's grid crosses the ones its kernel reads (a dimension it
+does not read would only repeat a cell): :data:`GRID_DIMENSIONS`."""
+
+GRID_DIMENSIONS = {
+    "build": (("logits", "batch", "layout"), ()),
+    "build_cpu": (("logits", "batch", "prune"), ()),
+    "tree": (("logits", "batch", "past", "prune", "layout"), ()),
+    "compile": (("logits", "batch", "past", "pruning", "layout"), ()),
+    "follow": (("logits", "batch", "plant", "prune", "layout"), ()),
+    "sample": (("logits", "batch", "plant", "prune", "layout"), ("probs",)),
+}
+"""Per grid: ``(dimensions, extra)``. The default grid covers every pair of values of budget and all of them
+(pairwise, :func:`~ddtree_compat.harness.covering.pairwise`; with block size too in the full profile); at
+the :data:`FIELD_BUDGETS` it holds every combination of ``dimensions`` and every pair with ``extra`` (an input
+one kernel alone reads: sampling's target probabilities)."""
 
 
 def _unique(cases) -> tuple:
     return tuple({c.id: c.check() for c in cases}.values())
 
 
-def _rotate(ctx: CaseContext, make) -> tuple:
-    """``make(budget, block, logits, batch, i)`` over the profile's budgets and block sizes, with the
-    logits kind, batch and variant rotating with the index (every value meets many budgets)."""
+def _case(row: dict) -> DDTreeCase:
+    row = dict(row)
+    pruning = row.pop("pruning", None)
+    if pruning is not None:
+        row.update(prune=pruning != "off", padding="zeros" if pruning == "prune-zeropad" else "identity")
+    return DDTreeCase(**row)
+
+
+def grid_rows(profile: str, grid: str, field: bool = True) -> list[dict]:
+    """The rows of one of :data:`GRID_DIMENSIONS`' grids: pairwise over the profile's budgets (and block sizes),
+    then every combination at the field's budgets."""
+    from itertools import product
+
+    from ...harness.covering import pairwise
+
+    profile = profile if profile in BUDGETS else "default"
+    dims, extra = GRID_DIMENSIONS[grid]
+    axes = {"budget": BUDGETS[profile]}
+    if len(BLOCK_SIZES[profile]) > 1:
+        axes["block_size"] = BLOCK_SIZES[profile]
+    axes.update((d, DIMENSIONS[d]) for d in (*dims, *extra))
+    rows = pairwise(axes)
+    if not field:
+        return rows
+    full = [dict(budget=b, block_size=FIELD_BLOCK, **dict(zip(dims, combo)))
+            for b in FIELD_BUDGETS for combo in product(*(DIMENSIONS[d] for d in dims))]
+    if extra:
+        field_axes = {"budget": FIELD_BUDGETS, "block_size": (FIELD_BLOCK,), **{d: DIMENSIONS[d] for d in dims},
+                      **{d: DIMENSIONS[d] for d in extra}}
+        full = pairwise(field_axes, full)
+    return rows + full
+
+
+INTERPRET_MAX_BUDGET = 16
+
+
+@cache
+def interpret_ids() -> frozenset[str]:
+    """The cells the interpret tier runs an implementation's Triton kernels on (Triton's interpreter takes
+    0.1-25 s a cell on a CPU core): the default grid's pairwise rows with ``B <= 16`` (every pair of the
+    other dimensions' values still meets there) and the exhaustion cases; the rest are the device tier's."""
+    ids = {c.id for c in exhaustion_cases(CaseContext("default", ()))}
+    for grid, (dims, extra) in GRID_DIMENSIONS.items():
+        pairwise_part = grid_rows("default", grid, field=False)
+        ids |= {_case(r).id for r in pairwise_part if r["budget"] <= INTERPRET_MAX_BUDGET}
+    return frozenset(ids)
+
+
+def _grid(ctx: CaseContext, grid: str) -> tuple:
     profile = ctx.profile if ctx.profile in BUDGETS else "default"
-    out = []
-    i = 0
-    for block in BLOCK_SIZES[profile]:
-        for budget in BUDGETS[profile]:
-            for logits in LOGITS:
-                out += [c for c in make(budget, block, logits, BATCHES[i % 3], i) if c is not None]
-                i += 1
-    return _unique(out)
+    return _unique(_case(r) for r in grid_rows(profile, grid))
 
 
 def build_cases(ctx: CaseContext) -> tuple:
-    return _rotate(ctx, lambda b, blk, lg, bs, i: [DDTreeCase(b, blk, logits=lg, batch=bs),
-                                                   DDTreeCase(b, blk, logits=lg, batch=bs, layout="worker")])
+    return _grid(ctx, "build")
 
 
 def build_cpu_cases(ctx: CaseContext) -> tuple:
-    return _rotate(ctx, lambda b, blk, lg, bs, i: [DDTreeCase(b, blk, logits=lg, batch=bs),
-                                                   DDTreeCase(b, blk, logits=lg, batch=bs, prune=True)])
+    return _grid(ctx, "build_cpu")
 
 
 def exhaustion_cases(ctx: CaseContext) -> tuple:
@@ -303,16 +388,22 @@ def exhaustion_cases(ctx: CaseContext) -> tuple:
 
 
 def tree_cases(ctx: CaseContext) -> tuple:
-    """Cases of the kernels downstream of the build: prune on and off, both layouts, ragged prefixes."""
-    return _rotate(ctx, lambda b, blk, lg, bs, i: [
-        DDTreeCase(b, blk, logits=lg, batch=bs, past=(0, 17, 300)[i % 3], prune=prune, layout=layout)
-        for prune in (False, True) for layout in LAYOUTS])
+    """Cases of the FlashAttention metadata kernels: prune on and off, both layouts, ragged prefixes."""
+    return _grid(ctx, "tree")
+
+
+def compile_cases(ctx: CaseContext) -> tuple:
+    """The compile's cases: :func:`tree_cases`' dimensions and the visibility padding it gets past a pruned tree."""
+    return _grid(ctx, "compile")
 
 
 def follow_cases(ctx: CaseContext) -> tuple:
-    return _rotate(ctx, lambda b, blk, lg, bs, i: [
-        DDTreeCase(b, blk, logits=lg, batch=bs, plant=PLANTS[(i + j) % len(PLANTS)], prune=prune, layout=layout)
-        for j, (prune, layout) in enumerate((p, lay) for p in (False, True) for lay in LAYOUTS)])
+    return _grid(ctx, "follow")
+
+
+def sample_cases(ctx: CaseContext) -> tuple:
+    """The follow's cases and sampling's target probabilities (one-hot, spread, at the threshold)."""
+    return _grid(ctx, "sample")
 
 
 def bucket_cases(ctx: CaseContext) -> tuple:
@@ -331,14 +422,14 @@ BUILD = _record("ddtree_build", "Triton best-first heap build (push-order ties, 
 BUILD_CPU = _record("ddtree_build_cpu", "CPU best-first build (rank-path ties), optionally pruned",
                     lambda ctx: build_cpu_cases(ctx) + exhaustion_cases(ctx))
 PRUNE = _record("ddtree_prune", "Triton deepest-chain prune of a full tree", build_cases)
-COMPILE = _record("ddtree_compile", "Triton verify ids, positions and packed tree mask", tree_cases)
-COMPILE_CPU = _record("ddtree_compile_cpu", "CPU verify ids, positions and packed tree mask", tree_cases)
+COMPILE = _record("ddtree_compile", "Triton verify ids, positions and packed tree mask", compile_cases)
+COMPILE_CPU = _record("ddtree_compile_cpu", "CPU verify ids, positions and packed tree mask", compile_cases)
 FA_SUFFIX = _record("ddtree_fa_suffix", "Triton FlashAttention suffix metadata: page-table rows, cache_seqlens",
                     tree_cases)
 FA_FULL = _record("ddtree_fa_full", "Triton FlashAttention full metadata: prefix + visible suffix rows", tree_cases)
 FOLLOW = _record("ddtree_follow", "Triton greedy follow over the parent array", follow_cases)
 FOLLOW_CPU = _record("ddtree_follow_cpu", "CPU greedy follow over child maps", follow_cases)
-SAMPLE = _record("ddtree_sample", "Triton sampling verify (one-hot target probabilities: exact)", follow_cases)
+SAMPLE = _record("ddtree_sample", "Triton sampling verify (given uniforms: exact)", sample_cases)
 EAGLE_LINKS = _record("ddtree_eagle_links", "DFlash DDTree builder's EAGLE links (reverse insertion order)",
                       lambda ctx: tuple(c for c in build_cpu_cases(ctx) + exhaustion_cases(ctx) if not c.prune))
 GRAPH_BUCKETS = _record("ddtree_graph_buckets", "CUDA-graph verify widths and the bucket a tree size selects",

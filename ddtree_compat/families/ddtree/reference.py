@@ -92,7 +92,12 @@ class DDTreeReference:
                 visibility[b, :q, :q] = torch.tensor(padded_visibility(visibility[b].tolist(), int(sizes[b]), q))
 
     def ddtree_compile_cpu(self, root, tokens, depths, visibility, start, past, sizes, q, build_mask):
+        from .oracle import padded_visibility
+
         ids, pos, mask = self._compiled(root, tokens, depths, visibility, start, past, sizes, q)
+        if not build_mask:  # the FlashAttention path: the padding rows of visibility to the identity, in place
+            for b in range(root.numel()):
+                visibility[b, :q, :q] = torch.tensor(padded_visibility(visibility[b].tolist(), int(sizes[b]), q))
         return torch.tensor(ids), torch.tensor(pos), torch.tensor(mask) if build_mask else None
 
     def ddtree_fa_suffix(self, visibility, req_to_token, req_pool_indices, seq_lens, page_table, cache_seqlens,
@@ -140,9 +145,27 @@ class DDTreeReference:
         got = self._followed(draft, target, parents, sizes, cap=False)
         return [list(f.indices) for f in got], [f.next_token for f in got]
 
-    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next) -> None:
-        target = target_probs.argmax(dim=-1)  # one-hot probabilities: the target's token
-        self.ddtree_follow(draft, target, parents, sizes, out_indices, out_tokens, out_lens, out_next)
+    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                      uniform_final) -> None:
+        """The implementations' contract: fill the given uniform buffers from torch's generator (per-node
+        uniforms, then the final ones), then walk (:func:`.oracle.sample_walk`)."""
+        uniforms.uniform_()
+        uniform_final.uniform_()
+        self._write_followed(self._sampled(target_probs, draft, parents, sizes, uniforms, uniform_final), draft.shape[1],
+                             out_indices, out_tokens, out_lens, out_next)
+
+    def _sampled(self, target_probs, draft, parents, sizes, uniforms, uniform_final, walk=None):
+        from .oracle import sample_walk
+
+        walk = walk or sample_walk
+        probs = target_probs.cpu()
+        got = []
+        for b in range(draft.shape[0]):
+            rows = [{int(t): float(probs[b, i, t]) for t in probs[b, i].nonzero().flatten().tolist()}
+                    for i in range(draft.shape[1])]
+            got.append(walk(draft[b].tolist(), parents[b].tolist(), int(sizes[b]), draft.shape[1], rows,
+                            uniforms[b].tolist(), float(uniform_final[b])))
+        return got
 
     def ddtree_eagle_links(self, top_log_probs, top_token_ids, budget):
         from .oracle import CPU_RULE, eagle_links_reverse

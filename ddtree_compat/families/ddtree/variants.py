@@ -71,8 +71,10 @@ class DDTreeBreaks(DDTreeReference):
         paths, nexts = super().ddtree_follow_cpu(draft, target, parents, sizes)
         return [p[:1] for p in paths], nexts
 
-    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next) -> None:
-        super().ddtree_sample(target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next)
+    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                      uniform_final) -> None:
+        super().ddtree_sample(target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                              uniform_final)
         out_next += 1
 
     def ddtree_eagle_links(self, top_log_probs, top_token_ids, budget):
@@ -90,3 +92,124 @@ class DDTreeBreaks(DDTreeReference):
     def ddtree_graph_buckets(self, budget, prune, configured):
         buckets, chosen = super().ddtree_graph_buckets(budget, prune, configured)
         return buckets[:-1] or buckets, chosen
+
+
+# --------------------------------------------------------------------------------------------------
+# One planted bug per gap of issue 24 (the grid): each is caught by a cell of the covering grid and passes
+# every cell of the rotation grid it replaced (tests/unit/test_ddtree_grid.py holds both).
+# --------------------------------------------------------------------------------------------------
+
+
+class OnePrefixForgotten(DDTreeReference):
+    """Gap 1 (combinations): a one-request fast path of the packed mask that leaves out the prefix. The rotation
+    paired one request with no prefix only (peaked, bs 1, past 0), so no cell had one request with a prefix."""
+
+    name = "planted-one-request-prefix-forgotten"
+
+    def _compiled(self, root, tokens, depths, visibility, start, past, sizes, q):
+        ids, pos, mask = super()._compiled(root, tokens, depths, visibility, start, past, sizes, q)
+        if root.numel() == 1 and int(past[0]) > 0:
+            p = int(past[0])
+            mask = [False if (i % (p + q)) < p else m for i, m in enumerate(mask)]
+        return ids, pos, mask
+
+
+class DepthLimitOneShort(DDTreeReference):
+    """Gap 2 (depth): the Triton build's depth limit one short (no child pushed at depth ``L``) on its top-k path
+    (``K > 1``; the ``K = 1`` chain is another loop): only a ``K > 1`` tree that reaches the depth limit shows it,
+    and no rotation tree did (its only trees at the limit are the ``K = 1`` exhaustion cells)."""
+
+    name = "planted-depth-limit-one-short"
+
+    def ddtree_build(self, top_log_probs, top_token_ids, budget, out_tokens, out_depths, out_parents, out_visibility,
+                     out_sizes) -> None:
+        if top_log_probs.shape[1] > 1 and top_log_probs.shape[2] > 1:
+            top_log_probs, top_token_ids = top_log_probs[:, :-1], top_token_ids[:, :-1]
+        super().ddtree_build(top_log_probs, top_token_ids, budget, out_tokens, out_depths, out_parents, out_visibility,
+                             out_sizes)
+
+
+class NoMaskTrustsPadding(DDTreeReference):
+    """Gap 3 (worker inputs): the no-mask compiles (Triton and CPU) leave visibility's padding rows as given,
+    trusting the Triton prune's identity rows; the CPU build's zero rows stay zero."""
+
+    name = "planted-no-mask-trusts-padding"
+
+    def ddtree_compile(self, root, tokens, depths, visibility, start, past, sizes, out_ids, out_positions, out_mask,
+                       q, max_kv_len) -> None:
+        if out_mask is not None:
+            return super().ddtree_compile(root, tokens, depths, visibility, start, past, sizes, out_ids,
+                                          out_positions, out_mask, q, max_kv_len)
+        ids, pos, _ = self._compiled(root, tokens, depths, visibility, start, past, sizes, q)
+        self._write(out_ids, [x for row in ids for x in row])
+        self._write(out_positions, [x for row in pos for x in row])
+
+    def ddtree_compile_cpu(self, root, tokens, depths, visibility, start, past, sizes, q, build_mask):
+        ids, pos, mask = self._compiled(root, tokens, depths, visibility, start, past, sizes, q)
+        return torch.tensor(ids), torch.tensor(pos), torch.tensor(mask) if build_mask else None
+
+
+def _walk_with(pick):
+    """:func:`.oracle.sample_walk` with the uniform each step reads chosen by ``pick(uniforms, node, step)``."""
+    from .oracle import sample_walk
+
+    def walk(draft, parents, size, q, probs, uniforms, uniform_final):
+        # re-key each node's uniform so that sample_walk's ``uniforms[cur]`` reads what ``pick`` says
+        path, seen = [0], list(uniforms)
+        for step in range(q - 1):
+            cur = path[-1]
+            seen[cur] = pick(uniforms, cur, step)
+            out = sample_walk(draft, parents, size, q, probs, seen, uniform_final)
+            if len(out.indices) <= step + 1:
+                return out
+            path.append(out.indices[step + 1])
+        return sample_walk(draft, parents, size, q, probs, seen, uniform_final)
+
+    return walk
+
+
+class _SamplingBug(DDTreeReference):
+    walk = None
+
+    def ddtree_sample(self, target_probs, draft, parents, sizes, out_indices, out_tokens, out_lens, out_next, uniforms,
+                      uniform_final) -> None:
+        uniforms.uniform_()
+        uniform_final.uniform_()
+        got = self._sampled(target_probs, draft, parents, sizes, uniforms, uniform_final, walk=type(self).walk)
+        self._write_followed(got, draft.shape[1], out_indices, out_tokens, out_lens, out_next)
+
+
+class UniformByStep(_SamplingBug):
+    """Gap 4 (sampling): the step's uniform (``uniforms[step]``) instead of the node's (``uniforms[cur]``);
+    one-hot target probabilities accept the target's child whatever the uniform."""
+
+    name = "planted-uniform-by-step"
+    walk = staticmethod(_walk_with(lambda u, cur, step: u[step]))
+
+
+class OneUniformReused(_SamplingBug):
+    """Gap 4 (sampling): the root's uniform reused down the whole path."""
+
+    name = "planted-one-uniform-reused"
+    walk = staticmethod(_walk_with(lambda u, cur, step: u[0]))
+
+
+class AcceptAtThreshold(_SamplingBug):
+    """Gap 4 (sampling): a child accepted when the uniform equals its cumulative mass (``<=`` for ``<``)."""
+
+    name = "planted-accept-at-threshold"
+
+    @staticmethod
+    def walk(draft, parents, size, q, probs, uniforms, uniform_final):
+        import numpy as np
+
+        from .oracle import sample_walk
+
+        nudged = [float(np.nextafter(np.float32(u), np.float32(-1))) if u > 0 else u for u in uniforms]
+        return sample_walk(draft, parents, size, q, probs, nudged, uniform_final)
+
+
+GAP_BUGS = {1: (OnePrefixForgotten,), 2: (DepthLimitOneShort,), 3: (NoMaskTrustsPadding,),
+            4: (UniformByStep, OneUniformReused, AcceptAtThreshold)}
+"""Issue 24's gaps -> the planted reference backends each must be caught by the covering grid and missed by the
+rotation grid (gap 5, the interpret tier, is held by ``tests/unit/test_ddtree_grid.py`` directly)."""
