@@ -14,7 +14,7 @@ from ddtree_compat.families.ddtree.records import (BATCHES, DIMENSIONS, FIELD_BU
                                                    PLANTS, DDTreeCase)
 from ddtree_compat.families.ddtree.reference import DDTreeReference
 from ddtree_compat.families.ddtree.variants import GAP_BUGS
-from ddtree_compat.harness.covering import missing_pairs, pairwise
+from ddtree_compat.covering import missing_pairs, pairwise
 from ddtree_compat.records import CaseContext
 from ddtree_compat.tiers import Target
 

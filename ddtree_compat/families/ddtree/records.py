@@ -312,7 +312,7 @@ GRID_DIMENSIONS = {
     "sample": (("logits", "batch", "plant", "prune", "layout"), ("probs",)),
 }
 """Per grid: ``(dimensions, extra)``. The default grid covers every pair of values of budget and all of them
-(pairwise, :func:`~ddtree_compat.harness.covering.pairwise`; with block size too in the full profile); at
+(pairwise, :func:`~ddtree_compat.covering.pairwise`; with block size too in the full profile); at
 the :data:`FIELD_BUDGETS` it holds every combination of ``dimensions`` and every pair with ``extra`` (an input
 one kernel alone reads: sampling's target probabilities)."""
 
@@ -334,7 +334,7 @@ def grid_rows(profile: str, grid: str, field: bool = True) -> list[dict]:
     then every combination at the field's budgets."""
     from itertools import product
 
-    from ...harness.covering import pairwise
+    from ...covering import pairwise
 
     profile = profile if profile in BUDGETS else "default"
     dims, extra = GRID_DIMENSIONS[grid]
