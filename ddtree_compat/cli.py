@@ -38,9 +38,21 @@ from .exitcodes import TABLE, Exit, combine, from_pytest
 EXIT_USAGE = int(Exit.USAGE)
 PROG = "python -m ddtree_compat"
 """How the CLI is run; every line it writes to stderr starts with it and the subcommand (argparse's too)."""
-KERNEL_TESTS = Path(importlib.util.find_spec("ddtree_compat.kernel_tests").origin).resolve().parent
-"""The kernel tests the sweep runs: the subpackage ``ddtree_compat.kernel_tests``, which is the checkout's
-``tests/kernels`` (``pyproject.toml`` maps it) and ships in the wheel."""
+
+
+def _kernel_tests() -> Path:
+    """A checkout's own ``tests/kernels`` beside the package (whatever else is installed), else the installed
+    wheel's ``ddtree_compat.kernel_tests`` (``pyproject.toml`` maps the folder into the wheel)."""
+    checkout = Path(__file__).resolve().parent.parent / "tests" / "kernels"
+    if (checkout / "__init__.py").is_file():
+        return checkout
+    spec = importlib.util.find_spec("ddtree_compat.kernel_tests")
+    return Path(spec.origin).resolve().parent
+
+
+KERNEL_TESTS = _kernel_tests()
+"""The kernel tests the sweep runs: the checkout's ``tests/kernels``, shipped in the wheel as the subpackage
+``ddtree_compat.kernel_tests``."""
 SWEEP_INI = KERNEL_TESTS / "sweep.ini"
 """The sweep's pytest configuration (``-c``): a foreign ``pytest.ini`` or ``pyproject.toml`` above the
 installed package (a virtual environment inside a project) never applies to the sweep."""
