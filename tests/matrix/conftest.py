@@ -1,8 +1,9 @@
 """Session-wide things the matrix tests build once: the wheel and the venv it is installed into.
 
 Under xdist each worker is its own process; what is built goes under the session's shared temp folder
-(the parent of every worker's ``basetemp``) and is built by whichever worker asks first, under a file lock,
-with a marker written only once it is complete. A build that fails fails every test that needs it.
+(``shared_tmp``, ``tests/conftest.py``: the parent of every worker's ``basetemp``) and is built by whichever
+worker asks first, under a file lock, with a marker written only once it is complete. A build that fails
+fails every test that needs it.
 """
 
 from __future__ import annotations
@@ -27,14 +28,6 @@ def run(cmd, cwd, env=None, timeout=900):
 def outside_env() -> dict:
     """The environment of a process that must see only the installed package: no PYTHONPATH, no DDTREE_*."""
     return {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DDTREE_")}
-
-
-@pytest.fixture(scope="session")
-def shared_tmp(tmp_path_factory) -> Path:
-    """A folder every xdist worker of this session sees (without xdist: the session's basetemp)."""
-    base = tmp_path_factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return root / "shared"
 
 
 @pytest.fixture(scope="session")
