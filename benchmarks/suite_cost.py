@@ -14,6 +14,10 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
 3. **interpret tier, cold vs warm**: the slice under ``TRITON_INTERPRET=1`` with a fresh
    ``TRITON_CACHE_DIR`` and again with the same one. (The static tier, when installed, is timed the
    same way with ``-m static``.)
+
+``--test-command`` times the README's test command instead (``python -m pytest -n auto``, wall and CPU
+time of it and its children) and prints the per-module table (sum of test durations per file, from a
+JUnit XML); ``--from-junit FILE`` prints that table from an earlier run's XML without running anything.
 """
 
 from __future__ import annotations
@@ -50,6 +54,47 @@ def pytest_cmd(tier: str, slice_: str, *extra: str) -> list[str]:
             f"--ddtree-tier={tier}", "--ddtree-results=", "-k", slice_, *extra]
 
 
+def per_module_table(junit: Path, top: int = 15) -> str:
+    """Markdown: the ``top`` test files by the sum of their tests' durations (setup, call and teardown, as
+    JUnit XML records them), and the total."""
+    import collections
+    import xml.etree.ElementTree as ET
+
+    per_file: dict[str, list] = collections.defaultdict(lambda: [0.0, 0])
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        path = case.get("classname", "").replace(".", "/") + ".py"
+        per_file[path][0] += float(case.get("time") or 0)
+        per_file[path][1] += 1
+    total = sum(t for t, _ in per_file.values())
+    rows = sorted(per_file.items(), key=lambda kv: -kv[1][0])[:top]
+    lines = ["| test file | tests | sum of durations | share |", "|---|---|---|---|"]
+    lines += [f"| `{f}` | {n} | {t:.0f} s | {100 * t / max(total, 1e-9):.0f} % |" for f, (t, n) in rows]
+    lines.append(f"| all {len(per_file)} files | {sum(n for _, n in per_file.values())} | {total:.0f} s | |")
+    return "\n".join(lines)
+
+
+def test_command(out: str | None, workers: str) -> int:
+    """Time ``python -m pytest -n WORKERS`` (the README's test command) and print the per-module table."""
+    import resource
+
+    with tempfile.TemporaryDirectory() as d:
+        junit = Path(d) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", "-n", workers, "-p", "no:cacheprovider", "--junitxml", str(junit)]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        wall, rc = timed(cmd)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        load = os.getloadavg()[0]
+        text = (f"# Test command cost\n\n{time.strftime('%Y-%m-%d %H:%M')} on {platform.node()}, {os.cpu_count()} CPUs, "
+                f"load average {load:.1f} at the end\n\n`{' '.join(cmd[1:])}`: **{wall:.0f} s wall**, "
+                f"{cpu:.0f} s CPU (it and its children), exit {rc}\n\n"
+                f"{per_module_table(junit) if junit.exists() else '(no JUnit XML written)'}\n")
+    print(text)
+    if out:
+        Path(out).write_text(text)
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
@@ -64,7 +109,16 @@ def main() -> int:
     p.add_argument("--skip-cpu-tiers", action="store_true", help="skip the interpret cold/warm rows")
     p.add_argument("--static", action="store_true", help="also time the static tier cold and warm (minutes)")
     p.add_argument("--out", help="also write the table here")
+    p.add_argument("--test-command", action="store_true",
+                   help="time the README's test command (python -m pytest -n WORKERS) and print its per-module table")
+    p.add_argument("--workers", default="auto", help="xdist workers for --test-command (default auto)")
+    p.add_argument("--from-junit", metavar="FILE", help="print the per-module table of an earlier run's JUnit XML")
     args = p.parse_args()
+    if args.from_junit:
+        print(per_module_table(Path(args.from_junit)))
+        return 0
+    if args.test_command:
+        return test_command(args.out, args.workers)
     budgets = [int(b) for b in args.budgets.split(",")]
     args.slice = " or ".join(f"b{b}-{args.topology}-" for b in budgets)
 

@@ -1,50 +1,35 @@
 """The main job from an installed package, not a checkout: build the wheel, install it into a fresh virtual
 environment outside the repository, and run a slice of ``python -m ddtree_compat sweep`` from another folder.
 
-The environment sees the host's site-packages (torch, Triton, SGLang, pytest: what ``scripts/setup.sh``
-installed), so pip resolves the wheel's declared dependencies offline (``--no-index``: a dependency the host
-lacks fails the install) and the only ``ddtree_compat`` it can import is the wheel's.
+The environment sees what the running interpreter sees (a virtualenv's, the system's or a user install's
+site-packages, ``tests/envs.py``: what ``scripts/setup.sh`` installed: torch, Triton, SGLang, pytest), so pip
+resolves the wheel's declared dependencies offline (``--no-index``: a dependency the running environment lacks
+fails the install) and the only ``ddtree_compat`` it can import is the wheel's. The wheel and the venv are
+built once per session (``tests/matrix/conftest.py``).
 """
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import outside_env, run
+
+# Files the wheel must ship, as paths inside it (the package's layout: one list to change when it moves).
+SHIPPED = ("ddtree_compat/kernel_tests/test_verify.py", "ddtree_compat/kernel_tests/sweep.ini",
+           "ddtree_compat/grid_index.json", "ddtree_compat/known_issues.toml",
+           "ddtree_compat/report/templates/report.html.j2")
+# The kernel-test node id the sweep slice must record (as from a checkout: rootdir is the package's parent).
+SLICE_NODEID = "ddtree_compat/kernel_tests/test_verify.py::test_verify_tree_greedy[interpret-sglang-triton-b8-spine-deep-bs3]"
 
 
-def run(cmd, cwd, env=None, timeout=900):
-    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def test_the_sweep_runs_from_an_installed_wheel_in_another_folder(tmp_path):
-    src = tmp_path / "src"  # the wheel is built from a copy: the checkout gets no build/ or egg-info
-    for package in ("ddtree_compat", "tests/kernels"):  # the kernel tests ship as ddtree_compat.kernel_tests
-        shutil.copytree(ROOT / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, src / name)
-    built = run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist",
-                 src], cwd=tmp_path)
-    assert built.returncode == 0, built.stderr[-3000:]
-    (wheel,) = (tmp_path / "dist").glob("ddtree_compat-*.whl")
+def test_the_wheel_ships_the_kernel_tests_and_data(wheel):
     names = zipfile.ZipFile(wheel).namelist()
-    for shipped in ("ddtree_compat/kernel_tests/test_verify.py", "ddtree_compat/kernel_tests/sweep.ini",
-                    "ddtree_compat/grid_index.json", "ddtree_compat/known_issues.toml",
-                    "ddtree_compat/report/templates/report.html.j2"):
+    for shipped in SHIPPED:
         assert shipped in names, shipped
 
-    venv = tmp_path / "venv"
-    made = run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    python = venv / "bin" / "python"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DDTREE_")}
-    installed = run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-index", wheel],
-                    cwd=tmp_path, env=env)
-    assert installed.returncode == 0, installed.stderr[-3000:]
+
+def test_the_sweep_runs_from_an_installed_wheel_in_another_folder(wheel_python, tmp_path):
+    python, env = wheel_python, outside_env()
+    venv = python.parents[1]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     where = run([python, "-c", "import ddtree_compat; print(ddtree_compat.__file__)"], cwd=elsewhere, env=env)
@@ -63,8 +48,7 @@ def test_the_sweep_runs_from_an_installed_wheel_in_another_folder(tmp_path):
             outcomes.setdefault((x["kernel"], x["backend"]), set()).add(x["outcome"])
     assert outcomes[("verify_tree_greedy", "sglang-triton")] == {"pass"} and outcomes[("move_kv", "sglang-triton")] == {"pass"}
     nodeids = {x["nodeid"] for x in lines if x["kind"] == "result"}  # as from a checkout: rootdir is the package's parent
-    assert "ddtree_compat/kernel_tests/test_verify.py::test_verify_tree_greedy[interpret-sglang-triton-b8-spine-deep-bs3]" \
-        in nodeids, sorted(nodeids)
+    assert SLICE_NODEID in nodeids, sorted(nodeids)
     for suffix in (".md", ".html", ".png"):
         assert (elsewhere / "out" / f"slice{suffix}").stat().st_size > 0
     assert not (elsewhere / ".ddtree").exists()  # everything went where the sweep was told

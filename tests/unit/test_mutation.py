@@ -8,6 +8,7 @@ Replay one: ``PLANTED_BUG=<name> PYTHONPATH=tests/unit/planted:. TRITON_INTERPRE
 <its tests>``.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.envs import locked
 from tests.unit.planted.planted_bugs import BUGS, ENV, LOG_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,10 +60,46 @@ def run_with(bug: str, tests: tuple[str, ...], tmp_path: Path,
     return outcomes, log.read_text() if log.exists() else "", output
 
 
+# The bug whose session also runs with a stand-in plugin distribution listing ``ddtree_compat`` on the path
+# (assertion rewriting of the package): one session serves its own check and the rewriting check.
+REWRITTEN = "eagle-walk-bonus-plus-one"
+
+
+def stand_in_site(where: Path) -> Path:
+    """A site folder with a pytest plugin that does nothing, whose distribution lists ``ddtree_compat``: pytest
+    rewrites, and so loads itself, every module a pytest-plugin distribution lists among its files (a wheel
+    install of this package; the egg-info ``pip wheel .`` leaves in the checkout; pytest 9.2 does it for an
+    editable install too)."""
+    site = where / "site"
+    info = site / "stand_in_plugin-0.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (site / "stand_in_plugin.py").write_text('"""A pytest plugin that does nothing."""\n')
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: stand-in-plugin\nVersion: 0\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nstand_in = stand_in_plugin\n")
+    (info / "RECORD").write_text("stand_in_plugin.py,,\nddtree_compat/__init__.py,,\n")
+    return site
+
+
+def planted_session(name: str, shared_tmp: Path) -> tuple[dict[str, str], str, str, str | None]:
+    """``run_with`` of bug ``name`` on its tests (with the stand-in site for :data:`REWRITTEN`), run once per
+    session: the first test that asks runs it (under a file lock, xdist workers included), the others read
+    its outcomes, log and output back. Returns ``(outcomes, log, output, the stand-in site or None)``."""
+    where = shared_tmp / "mutation" / name
+    with locked(shared_tmp / "mutation" / f"{name}.lock"):
+        saved = where / "session.json"
+        if not saved.exists():
+            where.mkdir(parents=True, exist_ok=True)
+            site = stand_in_site(where) if name == REWRITTEN else None
+            saved.write_text(json.dumps([*run_with(name, BUGS[name].tests, where, site=site),
+                                         str(site) if site else None]))
+        outcomes, log, output, site = json.loads(saved.read_text())
+    return outcomes, log, output, site
+
+
 @pytest.mark.parametrize("name", BUGS)
-def test_planted_bug_fails_the_tests_aimed_at_it(name, tmp_path):
+def test_planted_bug_fails_the_tests_aimed_at_it(name, shared_tmp):
     bug = BUGS[name]
-    outcomes, log, output = run_with(name, bug.tests, tmp_path)
+    outcomes, log, output, _ = planted_session(name, shared_tmp)
     assert f"applied {name}" in log and "broken" not in log, f"{name} was not planted ({bug.module}): {log}\n{output}"
     for named in bug.tests:
         mine = {n: o for n, o in outcomes.items() if _under(n, named)}
@@ -77,20 +115,13 @@ def test_without_a_bug_nothing_is_planted(tmp_path):
     assert log == "" and outcomes and set(outcomes.values()) == {"passed"}, output
 
 
-def test_a_bug_is_planted_under_assertion_rewriting(tmp_path):
+def test_a_bug_is_planted_under_assertion_rewriting(shared_tmp):
     """pytest rewrites, and so loads itself, every module that a distribution with a pytest plugin lists
-    among its files (a wheel install of this package; the egg-info ``pip wheel .`` leaves in the checkout).
-    pytest 9.2 does it for an editable install too. A stand-in distribution lists ``ddtree_compat``: the bug is
-    planted all the same."""
-    site = tmp_path / "site"
-    info = site / "stand_in_plugin-0.dist-info"
-    info.mkdir(parents=True)
-    (site / "stand_in_plugin.py").write_text('"""A pytest plugin that does nothing."""\n')
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: stand-in-plugin\nVersion: 0\n")
-    (info / "entry_points.txt").write_text("[pytest11]\nstand_in = stand_in_plugin\n")
-    (info / "RECORD").write_text("stand_in_plugin.py,,\nddtree_compat/__init__.py,,\n")
-    name = "eagle-walk-bonus-plus-one"
-    outcomes, log, output = run_with(name, BUGS[name].tests, tmp_path, site=site)
+    among its files (:func:`stand_in_site`). With a stand-in distribution listing ``ddtree_compat`` on the
+    path the bug is planted all the same (the session :data:`REWRITTEN`'s own check runs)."""
+    name = REWRITTEN
+    outcomes, log, output, site = planted_session(name, shared_tmp)
+    assert site and "ddtree_compat/__init__.py" in (Path(site) / "stand_in_plugin-0.dist-info" / "RECORD").read_text()
     assert f"applied {name}" in log, output
     assert outcomes and set(outcomes.values()) == {"failed"}, output
 
