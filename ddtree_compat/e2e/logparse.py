@@ -202,3 +202,14 @@ def server_info_accept(info: dict) -> float | None:
         value = states[0].get("avg_spec_accept_length")
         return float(value) if value is not None else None
     return None
+
+
+_ATTENTION = re.compile(r"""['"]attention_backend['"]:\s*['"](\w+)['"]""")
+
+
+def attention_backend(text: str) -> str:
+    """The attention backend a server logged in its ``server_args={...}`` line (the value after SGLang's own
+    selection: SGLang 0.5.23 picks it at server start, ``Attention backend not specified. Use flashinfer
+    backend by default.``), or ``""`` when the log holds none yet."""
+    found = _ATTENTION.findall(text)
+    return found[-1] if found else ""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..arch import Gpu
 from . import checkpoints as ck
+from . import logparse
 from .drafts import write_draft
 from .configs import Phase, ServerConfig, baseline_requests, drafts, e2e_profile, plan
 from .expect import PhaseExpectation
@@ -163,12 +164,16 @@ class E2ESession:
         return self.resolved(config).get("error") or ""
 
     def attention_name(self, config: ServerConfig) -> str:
-        """The attention backend ``config`` runs on: SGLang's choice for ``default`` (``""`` while unknown)."""
+        """The attention backend ``config`` runs on: SGLang's choice for ``default`` (``""`` while unknown).
+        Where SGLang defers its choice to server start (its ``ServerArgs`` reads ``None`` until then, as in
+        0.5.23), the choice is read from the server's own log once it has written its arguments."""
         if config.attention != "default":
             return config.attention
         if self.host_reason() or self.caps.error or self.caps.failure:
             return ""
-        return self.resolved(config).get("attention_backend") or ""
+        chosen = self.resolved(config).get("attention_backend")
+        server = self.servers.get(config.id)
+        return chosen or (logparse.attention_backend(server.read_log()) if server is not None else "")
 
     def resolved(self, config: ServerConfig) -> dict:
         """SGLang's attention choice for ``config`` (:func:`.server.resolve_attention`, asked once for every

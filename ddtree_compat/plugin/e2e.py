@@ -153,6 +153,8 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
             run = ddtree_e2e_session.run(e2e_cell)
         finally:
             ddtree_e2e_session.done(e2e_cell.config)
+        if not attention:  # SGLang chose at server start (0.5.23): the server's log says what it runs on
+            cell.coords["attention"] = ddtree_e2e_session.attention_name(e2e_cell.config)
         verdict = cell.verdict = run.judgement.verdict
         cell.log_excerpt = run.judgement.log_excerpt
         if run.capture is not None:

@@ -243,3 +243,15 @@ def test_checkpoint_folder_names_match_the_plan(tmp_path):
     for spec in {c.draft for c in plan("full") if c.draft}:
         assert write_draft(tmp_path, spec).name == spec.name
     assert json.loads((tmp_path / "eagle-never" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle"]
+
+
+def test_the_attention_backend_a_server_chose_is_read_from_its_log():
+    """SGLang 0.5.23 leaves ``attention_backend`` unset until the server starts (the H200, 2026-12-01: the probe
+    read ``None``; the log said ``Use flashinfer backend by default``): the cell records what the log says."""
+    from ddtree_compat.e2e.logparse import attention_backend
+
+    log = ("[2026-12-01 22:22:55] Attention backend not specified. Use flashinfer backend by default.\n"
+           "[2026-12-01 22:23:00] server_args={'model_path': '/tmp/t', 'attention_backend': 'flashinfer', "
+           "'sampling_backend': 'pytorch'}\n")
+    assert attention_backend(log) == "flashinfer"
+    assert attention_backend("[x] Load weight begin.\n") == ""
