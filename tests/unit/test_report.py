@@ -124,7 +124,7 @@ def _synthetic(profile: str) -> Results:
     spec = PROFILE_GRIDS[profile]
     commit = [r.name for r in records.registry().values() if r.case_param == "ddtree_commit_case"]
     ddtree = [r.name for r in records.registry().values() if r.table == "ddtree"][:4]
-    from ddtree_compat.families.ddtree.rows import BUDGETS
+    from ddtree_compat.families.ddtree.records import BUDGETS
 
     rows = []
     for arch in ("sm90", "sm120"):
