@@ -173,7 +173,7 @@ def load_module(path: Path, lift_device_guards: bool = False):
     sys.modules[name] = module  # Triton and dataclasses look their module up by name
     try:
         if lift_device_guards:
-            tree, lifted = _without_device_guards(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+            tree, lifted = without_device_guards(ast.parse(path.read_text(encoding="utf-8"), str(path)))
             module.__dict__["__ddtree_lifted_guards__"] = lifted
             exec(compile(tree, str(path), "exec"), module.__dict__)  # noqa: S102 - the implementation's own code
         else:
@@ -192,7 +192,7 @@ def _is_device_guard(node: ast.stmt) -> bool:
             and not node.orelse)
 
 
-def _without_device_guards(tree: ast.Module) -> tuple[ast.Module, tuple[int, ...]]:
+def without_device_guards(tree: ast.Module) -> tuple[ast.Module, tuple[int, ...]]:
     """``tree`` with every device guard (:func:`_is_device_guard`) replaced by ``pass`` (line numbers kept,
     so tracebacks point into the implementation's file); returns the lifted guards' line numbers."""
     lifted = []

@@ -173,7 +173,7 @@ def test_the_interpret_tier_runs_the_implementations_triton_kernels():
 
     source = ("import torch\n\ndef wrapper(x):\n    if not x.is_cuda:\n        raise ValueError('requires CUDA')\n"
               "    if x.is_cuda:\n        pass\n    return x\n")
-    tree, lifted = impls._without_device_guards(ast.parse(source))
+    tree, lifted = impls.without_device_guards(ast.parse(source))
     assert lifted == (4,) and "requires CUDA" not in ast.unparse(tree) and "if x.is_cuda" in ast.unparse(tree)
     small = next(iter(sorted(dd.interpret_ids())))
     inside = next(c for r in dd.RECORDS for c in r.cases(DEFAULT) if c.id == small)

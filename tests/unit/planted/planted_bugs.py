@@ -165,6 +165,10 @@ def _tile_module_raises(sglang_tiles) -> None:
     _wrap(sglang_tiles, "extend_attention_module", make)
 
 
+def _device_guards_kept(impls) -> None:
+    _wrap(impls, "without_device_guards", lambda real: lambda tree: (tree, ()))
+
+
 def _signature_empty(attention_aot) -> None:
     _wrap(attention_aot, "signature_of", lambda real: lambda fn, args, kwargs: ((), ()))
 
@@ -197,6 +201,9 @@ BUGS = {b.name: b for b in (
     Bug("expectation-one-token-ahead", "ddtree_compat.e2e.expect", _expectation_one_token_ahead,
         ("tests/e2e/test_runner.py::test_an_honest_server_passes",),
         "the e2e expectation's tokens are shifted by one (an honest stand-in server must then fail)"),
+    Bug("device-guards-kept", "ddtree_compat.impls", _device_guards_kept,
+        ("tests/unit/test_ddtree_grid.py::test_the_interpret_tier_runs_the_implementations_triton_kernels",),
+        "the interpret tier keeps the DDTree wrappers' CUDA guards (their Triton kernels would never run on a CPU)"),
     Bug("signature-empty", "ddtree_compat.static.attention_aot", _signature_empty,
         ("tests/unit/test_static.py::test_attention_launch_is_recorded_from_sglang_per_arch",),
         "static attention_aot.signature_of returns empty (typed in the compile worker, interpreter on or off)"),
