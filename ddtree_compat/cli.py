@@ -344,8 +344,11 @@ def _replay_record(case, kernel: str | None, backend):
         raise DDTreeInputError("--kernel", kernel, ", ".join(names), f"not a kernel of a {type(case).__name__}")
     if record.name not in backends.kernels_of(backend):
         have = [n for n in names if n in backends.kernels_of(backend)]
-        raise DDTreeInputError("--kernel" if kernel else "--backend", kernel or backend.name,
-                               ", ".join(have) or f"a backend with {record.name}", f"{backend.name} has no {record.name}")
+        wanted = f"a backend with {record.name}" + (
+            " (a DDTree implementation's kernel: --backend ddtree-impl:PATH of a DDTree build of SGLang)"
+            if record.table == "ddtree" else "")
+        raise DDTreeInputError("--kernel" if kernel else "--backend", kernel or backend.name, ", ".join(have) or wanted,
+                               f"{backend.name} has no {record.name}")
     return record
 
 
