@@ -13,6 +13,12 @@ from ..tiers import E2E, STATIC
 from .session import active, suite
 
 SHOWN = ("pass", "wrong", "zero-accept", "fault", "skip")
+WITHOUT_THE_GPU = (
+    "what an arch's cells here leave out: every device cell (kernels run on that GPU, CUDA graphs, faults); what ran "
+    "is static (Triton kernels of SGLang and of the DDTree implementations, SGLang's JIT CUDA verify kernel where "
+    "nvcc is installed: cubins, SASS, resources per arch) and the emulated tile choices; not checked here: "
+    "sgl-kernel's prebuilt libraries and FlashInfer's JIT modules. Passing cells here do not say the arch is fine.")
+"""Said after ``-m <arch>`` on a host without that GPU, so a CPU box's answer is not read as the GPU's."""
 """Outcomes always spelled out in a summary line; others (``error``) only when they occur."""
 
 
@@ -47,11 +53,12 @@ class Summary:
             return
         wanted = set(re.findall(r"\bsm\d+\b", config.getoption("markexpr", "") or ""))
         missing = sorted(wanted - {g.arch for g in sess.gpus})
-        if missing and not self._any("grid"):
+        if missing:
             have = ", ".join(sorted({g.arch for g in sess.gpus})) or "none"
             terminalreporter.write_sep("-", "ddtree-compat")
             terminalreporter.write_line(f"no {', '.join(missing)} GPU on this host (detected: {have}): "
                                         f"no device cells selected for -m {config.getoption('markexpr')!r}")
+            terminalreporter.write_line(WITHOUT_THE_GPU)
         if not self.counts:
             return
         counts = self.counts

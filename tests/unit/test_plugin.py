@@ -95,3 +95,13 @@ def test_k(ddtree_target, ddtree_backend, ddtree_kernel, ddtree_ddtree_case):
     assert "empty parameter set" not in result.stdout.str()
     out = pytester.path / "r.jsonl"
     assert not out.exists() or not [x for x in out.read_text().splitlines() if json.loads(x)["kind"] == "result"]
+
+
+def test_an_arch_selected_without_its_gpu_says_what_the_answer_leaves_out(pytester):
+    """``-m sm120`` on a CPU box: the summary says no device cell ran and which binaries were not checked (so a
+    CPU box's passing cells are not read as "sm120 is fine")."""
+    pytester.makepyfile(test_any="def test_any():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "sm120", "--ddtree-static=off")
+    out = result.stdout.str()
+    assert "no sm120 GPU on this host" in out and "every device cell" in out
+    assert "sgl-kernel's prebuilt libraries and FlashInfer's JIT modules" in out
