@@ -8,7 +8,7 @@
 set -uo pipefail
 OUT=${1:?usage: bash scripts/device-kernels.sh OUT STEP...}; shift
 mkdir -p "$OUT"
-if [ ! -f /tmp/sgl_site/.ok ]; then
+if [ ! -f /tmp/sgl_site/.ok ] && [ -d /tmp/sgl_parts ]; then
   mkdir -p /tmp/sgl_site && cat /tmp/sgl_parts/part_* | xz -d -T8 | tar -C /tmp/sgl_site -xf - && touch /tmp/sgl_site/.ok
 fi
 SITE=/tmp/sgl_site:/tmp/sgl_site/nvidia_cutlass_dsl/dsl_packages
@@ -31,6 +31,15 @@ while [ $# -gt 0 ]; do
     default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
       sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
         --ignore=tests/kernels/test_ddtree.py ;;
+    flashinfer)  # FlashInfer's verify attention, eager and in a CUDA graph, over the attention device profile,
+      # with the DDTree carry's flashinfer (scripts/build-ddtree-carry.sh, then scripts/ddtree-device-setup.sh);
+      # the first cell of each dtype x head_dim waits for FlashInfer's JIT build (under a minute each on the H200)
+      # shellcheck disable=SC1091
+      . /tmp/ddt/env.sh
+      mkdir -p /tmp/whl-site && python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site .whl/*.whl
+      FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a} STEP_S=${STEP_S:-560} \
+        sweep flashinfer "$PYTHONPATH:/tmp/whl-site" --backend flashinfer --timeout 400 \
+        --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
     versions)  # the verify and commit kernels of each release at the field's budgets
       shift
       for v in "$@"; do

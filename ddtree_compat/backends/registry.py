@@ -16,6 +16,7 @@ BUILTIN = {
     "sglang-triton": "ddtree_compat.backends.sglang_triton:SGLangTritonBackend",
     "sglang-cuda": "ddtree_compat.backends.sglang_cuda:SGLangCudaBackend",
     "sglang-torch": "ddtree_compat.backends.sglang_torch:SGLangTorchBackend",
+    "flashinfer": "ddtree_compat.backends.flashinfer:FlashInferBackend",
 }
 
 

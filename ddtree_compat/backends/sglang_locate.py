@@ -218,7 +218,9 @@ def locate(places: tuple[Place, ...]):
             return obj, place
     if first_missing is not None:
         raise first_missing
-    raise Absent(f"absent in sglang {_sglang_version()}: looked for " + ", ".join(map(str, places)))
+    others = sorted({p.module.split(".")[0] for p in places} - {"sglang"})
+    where = f"{', '.join(others)} not installed here" if others else f"absent in sglang {_sglang_version()}"
+    raise Absent(f"{where}: looked for " + ", ".join(map(str, places)))
 
 
 @functools.cache

@@ -14,3 +14,10 @@ def test_verify_attention(ddtree_target, ddtree_backend, ddtree_attention_case, 
     verdict = ddtree_check_attention(ddtree_target, ddtree_backend, ddtree_attention_case)
     # run_attention compares every element against the reference; a pass states its worst error.
     assert verdict.message.startswith("max |err| "), verdict.message
+
+
+def test_verify_attention_graph(ddtree_target, ddtree_backend, ddtree_attention_graph_case, ddtree_check):
+    """The same cases through a CUDA graph captured at capacity ``C`` and a captured batch (1, 2, 4, 8, 16),
+    replayed at the live width and batch (padding requests fill the batch); judged like the eager call."""
+    verdict = ddtree_check(ddtree_target, ddtree_backend, "verify_attention_graph", ddtree_attention_graph_case)
+    assert verdict.message.startswith("max |err| "), verdict.message

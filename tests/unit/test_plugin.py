@@ -45,7 +45,7 @@ def test_zero_accept_fails_with_replay_line_that_replays(pytester, verify_suite)
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--ddtree-backend=flashinfer"], "*field '--ddtree-backend' = 'flashinfer'*allowed: oracle, sglang-triton*"),
+    (["--ddtree-backend=trtllm-mha"], "*field '--ddtree-backend' = 'trtllm-mha'*allowed: oracle, sglang-triton*"),
     (["--ddtree-tier=gpu"], "*field '--ddtree-tier' = 'gpu'*allowed: auto, interpret, device*"),
     (["--ddtree-tier=device"], "*field '--ddtree-tier' = 'device'*no GPU visible*"),
     (["--ddtree-profile=huge"], "*field 'profile' = 'huge'*allowed: default, full*"),

@@ -56,7 +56,7 @@ from ...outcomes import Verdict
 from ...tiers import Target
 from ..verify.oracle import ancestor_mask
 from .oracle import TOLERANCES, Tolerance, verify_attention_reference
-from .records import NATIVE, AttentionCase
+from .records import NATIVE, AttentionCase, captured_batch
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 """Case dtype names (:data:`ddtree_compat.families.attention.records.DTYPES`) -> torch dtypes."""
@@ -228,6 +228,8 @@ TILE_CHECK = ("BLOCK_DMODEL", "BLOCK_DV", "BLOCK_M", "BLOCK_N", "num_warps")
 def describe_tiles(t: dict | None) -> str:
     if not t:
         return "no launch recorded"
+    if "call" in t:
+        return t["call"]
     return " ".join(f"{k}={t[k]}" for k in ("BLOCK_M", "BLOCK_N", "num_warps") if k in t)
 
 
@@ -307,5 +309,24 @@ def run_attention(case: AttentionCase, backend, target: Target) -> Verdict:
     return verdict
 
 
-__all__ = ["AttentionLayout", "Tolerance", "TOLERANCES", "build", "judge", "run_attention",
+def run_attention_graph(case: AttentionCase, backend, target: Target) -> Verdict:
+    """As :func:`run_attention`, through ``backend.verify_attention_graph``: captured for
+    :func:`~ddtree_compat.families.attention.records.captured_batch` requests of capacity ``C`` rows each,
+    replayed at the case's live layout; judged the same way (the rows past the live ones are the
+    backend's own graph buffers, not ``o``)."""
+    lay = build(case, target.device)
+    before = lay.input_bits()
+    try:
+        launch, duration = call_once(
+            lambda: backend.verify_attention_graph(*lay.args(), page_size=case.page_size, capacity=case.verify.slots,
+                                                   captured_batch=captured_batch(case.verify.batch)),
+            target.device)
+    except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
+        return fault_verdict(e)
+    verdict = judge(case, lay, before, launch, None, target)
+    verdict.duration_s = duration
+    return verdict
+
+
+__all__ = ["AttentionLayout", "Tolerance", "TOLERANCES", "build", "judge", "run_attention", "run_attention_graph",
            "verify_attention_reference"]

@@ -25,6 +25,8 @@ from ...records import CaseContext, KernelRecord
 
 SCHEMA = "ddtree-compat/attention-case/1"
 KERNEL = "verify_attention"
+GRAPH_KERNEL = "verify_attention_graph"
+CAPTURED_BATCHES = (1, 2, 4, 8, 16)  # the batch sizes a CUDA-graph runner captures (SGLang's default list starts so)
 NATIVE = "native"
 TILES = (NATIVE, *TILE_ARCHES)
 DTYPES = ("fp16", "bf16")
@@ -269,4 +271,27 @@ RECORD = KernelRecord(
     emulates=lambda case: None if case.tiles == NATIVE else case.tiles,
     table="attention",
 )
-RECORDS = (RECORD,)
+
+
+def captured_batch(batch: int) -> int:
+    """The captured batch a graph runner replays a live batch in: the smallest of :data:`CAPTURED_BATCHES`
+    that holds it (3 -> 4, 5 -> 8: padding requests fill the rest)."""
+    return next(b for b in CAPTURED_BATCHES if b >= batch)
+
+
+def _native(backend, cases: tuple) -> tuple:
+    return tuple({c.id: c for c in (replace(c, tiles=NATIVE) for c in cases)}.values())
+
+
+GRAPH_RECORD = KernelRecord(
+    name=GRAPH_KERNEL,
+    summary="verify attention in a CUDA graph captured at capacity and a padded batch, replayed at the live "
+            "width and batch",
+    case_param="ddtree_attention_graph_case",
+    case_type=AttentionCase,
+    cases=_cases,
+    run="ddtree_compat.families.attention.checks:run_attention_graph",
+    for_backend=_native,
+    table="attention",
+)
+RECORDS = (RECORD, GRAPH_RECORD)

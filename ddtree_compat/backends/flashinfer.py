@@ -1,0 +1,283 @@
+"""``flashinfer``: FlashInfer's paged prefill, ``BatchPrefillWithPagedKVCacheWrapper``, as SGLang's
+flashinfer attention backend calls it for target verify (``DDTREE_VERIFY``, ``DFLASH_VERIFY``, EAGLE trees
+with top-k > 1): backend ``fa2``, layout ``NHD``, the tree as a custom mask that FlashInfer packs
+(``segment_packbits``), ``sm_scale`` at plan time. SGLang picks this backend by default on sm120 (and on
+most archs when FlashInfer imports); see ``docs/verify-attention.md``.
+
+Two kernels, both judged by the attention family's oracle and checks:
+
+* ``verify_attention``: plan, then run, on the case's buffers.
+* ``verify_attention_graph``: the CUDA-graph wrapper (``use_cuda_graph=True``, fixed index, mask and
+  indptr buffers): planned and captured at capacity (``C`` rows per request, a captured batch), then
+  planned again at the live layout (live width ``n <= C``, live batch ``<= captured``, the rest padding
+  requests as SGLang's graph runner pads them) and replayed.
+
+The adapter's own work (pure torch, also on the CPU, unit-tested): :func:`paged_layout` writes the tree
+rows' K/V into a copy of the KV pool after each request's prefix, as SGLang's ``set_kv_buffer`` does before
+the attention call, and gives FlashInfer's page table for the case's page size. Page size 1 is the call
+SGLang's flashinfer backend makes (token slots as pages); page size 16 is FlashInfer's native paging of the
+same pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
+from . import Backend, KernelImpl
+from .sglang_locate import AdapterError, Place, locate
+
+PLACES = (Place("flashinfer.prefill", "BatchPrefillWithPagedKVCacheWrapper", seen="flashinfer-python 0.6, 0.7"),)
+WORKSPACE_BYTES = 384 << 20  # SGLang's default flashinfer workspace (SGLANG_FLASHINFER_WORKSPACE_SIZE; 512 MB for
+# Qwen-family targets): split-KV partial outputs of long prefixes need over 128 MB (h32 d128, prefix 1000, bs 3)
+FLASHINFER_BACKEND = "fa2"  # what SGLang's flashinfer backend asks for in target verify (prefill_backend)
+WHAT = "FlashInfer's BatchPrefillWithPagedKVCacheWrapper (fa2, NHD, custom mask)"
+
+
+@dataclass
+class PagedLayout:
+    """FlashInfer's view of one verify-attention call.
+
+    Attributes:
+        k_cache, v_cache: ``[pages, page_size, Hk, Dh]``: a copy of the pool with the tree rows written.
+        kv_indptr: int32 ``[bs + 1]``: pages per request, cumulative.
+        kv_indices: int32: each request's pages in token order.
+        last_page_len: int32 ``[bs]``: tokens in each request's last page.
+        kv_lens: ``P_b + n_b`` per request.
+        mask: bool, flattened ``n_b x (P_b + n_b)`` blocks (the case's, without a stale tail).
+    """
+
+    k_cache: "object"
+    v_cache: "object"
+    kv_indptr: "object"
+    kv_indices: "object"
+    last_page_len: "object"
+    kv_lens: list[int]
+    mask: "object"
+
+
+def request_pages(prefix_slots: list[int], tokens: int, page_size: int, next_page: int) -> tuple[list[int], int]:
+    """Request pages in token order for ``tokens`` tokens whose first ``len(prefix_slots)`` are at
+    ``prefix_slots``: the prefix's pages, then fresh pages numbered from ``next_page``. Returns the pages
+    and the next fresh page number.
+
+    Raises:
+        ValueError: the prefix is not laid out page by page (token ``t`` at ``page * page_size + t % page_size``).
+    """
+    pages = []
+    for t, slot in enumerate(prefix_slots):
+        if slot % page_size != t % page_size or (t % page_size and slot // page_size != pages[-1]):
+            raise ValueError(f"prefix token {t} at slot {slot} is not paged by {page_size}")
+        if t % page_size == 0:
+            pages.append(slot // page_size)
+    needed = -(-tokens // page_size)
+    while len(pages) < needed:
+        pages.append(next_page)
+        next_page += 1
+    return pages, next_page
+
+
+def paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
+                 page_size: int, spare_pages: int = 0) -> PagedLayout:
+    """The case's buffers as FlashInfer's paged KV cache: request ``b``'s tokens are its prefix
+    (``kv_indices[kv_indptr[b]:kv_indptr[b + 1]]``) then its ``n_b`` tree rows (``k[qo_indptr[b]:...]``),
+    paged by ``page_size``; the tree rows go into the prefix's last page, then into pages appended to a
+    copy of the pool (plus ``spare_pages`` more). The inputs are left unmodified."""
+    import torch
+
+    qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
+    bs = len(qo) - 1
+    slots = kv_indices.tolist()
+    pool_pages = k_buffer.shape[0] // page_size
+    fresh = -(-(qo[-1]) // page_size) + bs + spare_pages
+    shape = (pool_pages + fresh, page_size, *k_buffer.shape[1:])
+    k_cache = torch.cat([k_buffer[:pool_pages * page_size].reshape(pool_pages, page_size, *k_buffer.shape[1:]),
+                         torch.zeros(fresh, page_size, *k_buffer.shape[1:], dtype=k_buffer.dtype,
+                                     device=k_buffer.device)])
+    v_cache = torch.cat([v_buffer[:pool_pages * page_size].reshape(pool_pages, page_size, *v_buffer.shape[1:]),
+                         torch.zeros_like(k_cache[pool_pages:])])
+    assert tuple(k_cache.shape) == shape
+    indptr, indices, last, lens = [0], [], [], []
+    next_page = pool_pages
+    flat_k, flat_v = k_cache.view(-1, *k_buffer.shape[1:]), v_cache.view(-1, *v_buffer.shape[1:])
+    for b in range(bs):
+        prefix = slots[kv[b]:kv[b + 1]]
+        n = qo[b + 1] - qo[b]
+        total = len(prefix) + n
+        pages, next_page = request_pages(prefix, total, page_size, next_page)
+        tree = torch.tensor([pages[t // page_size] * page_size + t % page_size for t in range(len(prefix), total)],
+                            dtype=torch.int64, device=k_buffer.device)
+        flat_k[tree], flat_v[tree] = k[qo[b]:qo[b + 1]], v[qo[b]:qo[b + 1]]
+        indices += pages
+        indptr.append(len(indices))
+        last.append(total - (len(pages) - 1) * page_size)
+        lens.append(total)
+    device = k_buffer.device
+    size = int(mask_indptr[-1])
+    return PagedLayout(k_cache=k_cache, v_cache=v_cache,
+                       kv_indptr=torch.tensor(indptr, dtype=torch.int32, device=device),
+                       kv_indices=torch.tensor(indices, dtype=torch.int32, device=device),
+                       last_page_len=torch.tensor(last, dtype=torch.int32, device=device),
+                       kv_lens=lens, mask=custom_mask[:size].bool())
+
+
+def gather_keys(layout: PagedLayout, request: int, page_size: int):
+    """Request ``request``'s keys and values ``[P + n, Hk, Dh]`` read back through the page table, the way
+    FlashInfer addresses them (for the unit tests of :func:`paged_layout`)."""
+    import torch
+
+    start, end = layout.kv_indptr[request].item(), layout.kv_indptr[request + 1].item()
+    pages = layout.kv_indices[start:end].long()
+    total = layout.kv_lens[request]
+    t = torch.arange(total, device=pages.device)
+    rows = pages[t // page_size] * page_size + t % page_size
+    flat_k = layout.k_cache.reshape(-1, *layout.k_cache.shape[2:])
+    flat_v = layout.v_cache.reshape(-1, *layout.v_cache.shape[2:])
+    return flat_k[rows], flat_v[rows]
+
+
+def graph_layouts(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n: int,
+                  page_size: int, capacity: int, captured_batch: int):
+    """The two layouts of a CUDA-graph call, ``(qo_capture, capture, qo_live, live)``: every request (the
+    ``bs`` live ones over their prefixes, then padding requests over no prefix) with ``capacity`` tree rows
+    of zeros under a causal mask (what a graph runner captures with), then with the live ``n`` rows (the
+    case's K/V and mask; padding requests causal over zeros). Same pool, so the live page table fits the
+    captured buffers."""
+    import torch
+
+    device, dtype = k.device, k.dtype
+    qo = qo_indptr.tolist()
+    bs = len(qo) - 1
+    if any(qo[b + 1] - qo[b] != n for b in range(bs)) or n > capacity or bs > captured_batch:
+        raise ValueError(f"{bs} requests of {n} rows do not fit a graph of {captured_batch} x {capacity}")
+    kv, mi = kv_indptr.tolist(), mask_indptr.tolist()
+    prefixes = [kv[b + 1] - kv[b] for b in range(bs)] + [0] * (captured_batch - bs)
+    kv_all = torch.tensor([0, *torch.tensor(prefixes).cumsum(0).tolist()], dtype=torch.int32, device=device)
+
+    def causal(prefix: int, width: int):
+        block = torch.ones(width, prefix + width, dtype=torch.bool, device=device)
+        block[:, prefix:] = torch.ones(width, width, dtype=torch.bool, device=device).tril()
+        return block
+
+    def layout(width: int, rows_k, rows_v, block_of):
+        qo_all = torch.arange(0, (captured_batch + 1) * width, width, dtype=torch.int32, device=device)
+        blocks = [block_of(b, p).flatten() for b, p in enumerate(prefixes)]
+        sizes = torch.tensor([0] + [blk.numel() for blk in blocks]).cumsum(0).to(device)
+        return qo_all, paged_layout(rows_k, rows_v, k_buffer, v_buffer, qo_all, kv_all, kv_indices,
+                                    torch.cat(blocks), sizes, page_size, spare_pages=captured_batch)
+
+    heads_dim = k.shape[1:]
+    zeros = torch.zeros(captured_batch * capacity, *heads_dim, dtype=dtype, device=device)
+    qo_cap, cap = layout(capacity, zeros, zeros, lambda b, p: causal(p, capacity))
+    pad_rows = torch.zeros((captured_batch - bs) * n, *heads_dim, dtype=dtype, device=device)
+    live_mask = custom_mask[:mi[bs]].bool()
+
+    def live_block(b, p):
+        return live_mask[mi[b]:mi[b + 1]].view(n, p + n) if b < bs else causal(p, n)
+
+    qo_live, live = layout(n, torch.cat([k[:bs * n], pad_rows]), torch.cat([v[:bs * n], pad_rows]), live_block)
+    return qo_cap, cap, qo_live, live
+
+
+def _ours(build):
+    """Run a step of this adapter (not FlashInfer's): its failure is the suite's ``error``, never a fault."""
+    try:
+        return build()
+    except Exception as e:  # noqa: BLE001
+        raise AdapterError(f"flashinfer adapter: {type(e).__name__}: {e}") from e
+
+
+def _wrapper_class():
+    cls, _ = locate(PLACES)
+    return cls
+
+
+def _plan(wrapper, qo_indptr, layout: PagedLayout, heads: int, kv_heads: int, head_dim: int, page_size: int,
+          sm_scale: float, dtype) -> None:
+    wrapper.plan(qo_indptr, layout.kv_indptr, layout.kv_indices, layout.last_page_len, heads, kv_heads, head_dim,
+                 page_size, custom_mask=layout.mask, sm_scale=sm_scale, q_data_type=dtype, kv_data_type=dtype)
+
+
+class FlashInferBackend(Backend):
+    name = "flashinfer"
+    implements = (
+        KernelImpl(VERIFY_ATTENTION, "cuda", WHAT, places=PLACES),
+        KernelImpl(GRAPH_KERNEL, "cuda", WHAT + " in a CUDA graph", places=PLACES),
+    )
+
+    def __init__(self):
+        self._workspaces = {}  # device -> the float workspace, one per device as SGLang keeps one
+
+    def _workspace(self, device):
+        import torch
+
+        key = str(device)
+        if key not in self._workspaces:
+            self._workspaces[key] = torch.empty(WORKSPACE_BYTES, dtype=torch.uint8, device=device)
+        return self._workspaces[key]
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                         mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict:
+        """Plan, then run on ``q[:qo_indptr[-1]]`` writing ``o``'s rows as far (FlashInfer checks that ``q``
+        has exactly those rows; ``o``'s later rows must stay unwritten). Returns what was called."""
+        import torch
+
+        layout = _ours(lambda: paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                                            mask_indptr, page_size))
+        wrapper = _wrapper_class()(self._workspace(q.device), "NHD", backend=FLASHINFER_BACKEND)
+        _plan(wrapper, qo_indptr, layout, q.shape[1], k.shape[1], q.shape[2], page_size, sm_scale, q.dtype)
+        rows = int(qo_indptr[-1])  # FlashInfer takes exactly qo_indptr[-1] rows (SGLang's eager verify has no more)
+        wrapper.run(q[:rows], (layout.k_cache, layout.v_cache), out=o[:rows])
+        return {"call": f"plan+run page_size={page_size}"}
+
+    def verify_attention_graph(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+                               custom_mask, mask_indptr, max_len_extend, sm_scale, page_size, capacity: int,
+                               captured_batch: int) -> dict:
+        """The CUDA-graph wrapper: planned and captured for ``captured_batch`` requests of ``capacity`` rows
+        (request ``b < bs`` over its own prefix, padding requests over none), then planned at the live layout
+        (``n = max_len_extend`` rows per live request, padding requests ``n`` rows over their own ``n``
+        keys) and replayed; the live rows are copied from the graph's output buffer into ``o``."""
+        import torch
+
+        device, dtype = q.device, q.dtype
+        heads, kv_heads, dim = q.shape[1], k.shape[1], q.shape[2]
+        qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
+        bs, n = len(qo) - 1, max_len_extend
+        qo_cap, cap, qo_live, live = _ours(lambda: graph_layouts(
+            k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n, page_size,
+            capacity, captured_batch))
+        prefixes, pad = [kv[b + 1] - kv[b] for b in range(bs)], captured_batch - bs
+        mask_bytes = sum(-(-capacity * (p + capacity) // 8) for p in prefixes + [0] * pad) + 64
+        buffers = dict(
+            qo_indptr_buf=torch.empty(captured_batch + 1, dtype=torch.int32, device=device),
+            paged_kv_indptr_buf=torch.empty(captured_batch + 1, dtype=torch.int32, device=device),
+            paged_kv_indices_buf=torch.empty(cap.kv_indices.numel() + 64, dtype=torch.int32, device=device),
+            paged_kv_last_page_len_buf=torch.empty(captured_batch, dtype=torch.int32, device=device),
+            custom_mask_buf=torch.empty(mask_bytes, dtype=torch.uint8, device=device),
+            mask_indptr_buf=torch.empty(captured_batch + 1, dtype=torch.int32, device=device))
+        wrapper = _wrapper_class()(self._workspace(device), "NHD", use_cuda_graph=True, backend=FLASHINFER_BACKEND, **buffers)
+        q_buf = torch.zeros(captured_batch * capacity, heads, dim, dtype=dtype, device=device)
+        o_buf = torch.zeros_like(q_buf)
+        k_cache, v_cache = cap.k_cache, cap.v_cache
+        _plan(wrapper, qo_cap, cap, heads, kv_heads, dim, page_size, sm_scale, dtype)
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            wrapper.run(q_buf, (k_cache, v_cache), out=o_buf)  # warm-up, as the graph runner does
+        torch.cuda.current_stream(device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            wrapper.run(q_buf, (k_cache, v_cache), out=o_buf)
+
+        if live.k_cache.shape[0] > k_cache.shape[0]:
+            raise AdapterError("the live layout needs more pages than the captured one")
+        k_cache[:live.k_cache.shape[0]].copy_(live.k_cache)
+        v_cache[:live.v_cache.shape[0]].copy_(live.v_cache)
+        _plan(wrapper, qo_live, live, heads, kv_heads, dim, page_size, sm_scale, dtype)
+        q_buf.zero_()
+        q_buf[:bs * n] = q[:bs * n]
+        o_buf.fill_(float("nan"))
+        graph.replay()
+        o[:bs * n] = o_buf[:bs * n]
+        return {"call": f"graph captured {captured_batch}x{capacity}, replayed {bs}x{n} (+{pad} padding) "
+                        f"page_size={page_size}"}
