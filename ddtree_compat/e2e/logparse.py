@@ -8,6 +8,10 @@
   ``Traceback``, ``Scheduler hit an exception``, a Rust panic (the radix-tree extension's, seen on the
   lent H200) and the like (:data:`FAULT_PATTERNS`), classified with
   :func:`ddtree_compat.faults.classify` like the kernel tiers' faults.
+* A child that failed (:func:`child_failure`, what the harness polls while it waits on a server): a Python
+  traceback whose header opens a line (after SGLang's ``[timestamp TP0] `` prefix and an optional ``Scheduler
+  hit an exception: ``) and is followed by a frame line, read to its last frame and exception line
+  (:func:`raised_traceback`); or SGLang's SIGQUIT line (:func:`sigquit_line`).
 * ``/metrics`` (Prometheus text, ``--enable-metrics``): parsed with ``prometheus_client``; each sample
   name's values summed over its label sets.
 * ``/server_info``: ``internal_states[0].avg_spec_accept_length`` (older: ``/get_server_info``).
@@ -171,6 +175,149 @@ def classify_log(text: str, hits: list[FaultLine]) -> str:
         if cls != "other":
             return cls
     return classify(excerpt(text, hits[0].line_no)) if hits else "other"
+
+
+_LOG_PREFIX = r"(?:\[[^\]\n]*\]\s*)?"  # SGLang's "[2026-12-01 09:11:14 TP0] "
+_TRACEBACK_HEADER = re.compile(_LOG_PREFIX + r"(?:(?P<who>[A-Z]\w*) hit an exception: )?"
+                               r"Traceback \(most recent call last\):\s*$")
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S.*?)\s*$')
+_CHAINED = ("During handling of the above exception, another exception occurred:",
+            "The above exception was the direct cause of the following exception:")
+_TP_RANK = re.compile(r"^\[[^\]\n]*\bTP\d+\]")
+SIGQUIT_PATTERNS: tuple[str, ...] = (
+    r"Received sigquit from a child process",  # SGLang <= 0.5: "... It usually means the child failed."
+    r"SIGQUIT received\b.*\bchild failed",  # later: "SIGQUIT received. signum=None, frame=None. It usually ..."
+    r"crashed with exit code -?\d+\. Triggering SIGQUIT",  # "Subprocess scheduler_0 (pid=1007) crashed with ..."
+)
+"""SGLang's lines for a child process that failed (its parent got, or is about to send itself, SIGQUIT); the
+process then lingers for crash diagnostics, 94-162 s on the lent H200, before it exits."""
+_SIGQUIT = re.compile("|".join(SIGQUIT_PATTERNS), re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RaisedTraceback:
+    """A Python traceback in a server log, read to its last frame (where the exception was raised).
+
+    Attributes:
+        line_no: 0-based line of the header (``Traceback (most recent call last):``).
+        process: who logged it: ``scheduler`` (``Scheduler hit an exception``, or a ``TPn`` log prefix), another
+            SGLang process by its name (``detokenizer manager``), else ``server process``.
+        file, line, function: the last frame (of the last traceback of a chain: the exception that was raised).
+        exception: the exception line (``RuntimeError: CUDA error: ...``); ``""`` while it is not written yet.
+    """
+
+    line_no: int
+    process: str
+    file: str
+    line: int
+    function: str
+    exception: str
+
+    @property
+    def summary(self) -> str:
+        """``scheduler raised at /x/ddtree_worker.py:412 in verify: RuntimeError: ...``"""
+        where = f"{self.process} raised at {self.file}:{self.line} in {self.function}"
+        return f"{where}: {self.exception}" if self.exception else f"{where} (its exception line not written yet)"
+
+
+def _who(header: re.Match, line: str) -> str:
+    if header.group("who"):
+        return re.sub(r"(?<=[a-z])(?=[A-Z])", " ", header.group("who")).lower()  # DetokenizerManager -> ...
+    return "scheduler" if _TP_RANK.match(line) else "server process"
+
+
+def _read_traceback(lines: list[str], k: int) -> tuple[str, int, str, str, int]:
+    """From the line after a header: ``(file, line, function, exception, next index)`` of its last frame; the
+    file is ``""`` when no frame line follows the header. Lines another process logged in between (``[...]``
+    prefix) are passed over; a chained traceback (``During handling ...``) replaces what came before."""
+    file, line, function = "", 0, ""
+    while k < len(lines):
+        text = lines[k]
+        frame = _FRAME.match(text)
+        if frame:
+            file, line, function = frame.group("file"), int(frame.group("line")), frame.group("function")
+        elif not text.strip() or text[0].isspace() or text.startswith("["):
+            pass  # the frame's source or ^^^ line, a blank line, or another process's log line
+        elif not file:
+            return "", 0, "", "", k  # no frame line after the header: not a traceback
+        else:
+            exception, k = text.strip(), k + 1
+            rest = k  # past the rest of the exception's message (PyTorch's CUDA advice) and the blank line
+            while rest < len(lines) and lines[rest].strip() and not lines[rest].startswith("["):
+                rest += 1
+            while rest < len(lines) and not lines[rest].strip():
+                rest += 1
+            if rest < len(lines) and lines[rest].strip() in _CHAINED:
+                nxt = next((j for j in range(rest + 1, len(lines)) if lines[j].strip()), None)
+                if nxt is not None and _TRACEBACK_HEADER.match(lines[nxt]):
+                    chained = _read_traceback(lines, nxt + 1)
+                    if chained[0]:
+                        return chained
+            return file, line, function, exception, k
+        k += 1
+    return file, line, function, "", k
+
+
+def raised_traceback(text: str) -> RaisedTraceback | None:
+    """The first Python traceback of ``text`` whose header opens a line (after SGLang's optional ``[...] ``
+    prefix and ``<Process> hit an exception: ``) and is followed by a frame line, or ``None``.
+
+    A header inside other text (``Can not initialize OpenAIServingResponses, error: Traceback ...``, a warning
+    quoting one) does not count. The answer's ``exception`` is ``""`` while its exception line is not in ``text``.
+    """
+    lines = text.splitlines()
+    for n, line in enumerate(lines):
+        header = _TRACEBACK_HEADER.match(line)
+        if header is None:
+            continue
+        file, lineno, function, exception, _ = _read_traceback(lines, n + 1)
+        if file:
+            return RaisedTraceback(n, _who(header, line), file, lineno, function, exception)
+    return None
+
+
+def sigquit_line(text: str) -> FaultLine | None:
+    """The first of SGLang's SIGQUIT lines in ``text`` (:data:`SIGQUIT_PATTERNS`: a child process failed), or
+    ``None``."""
+    for n, line in enumerate(text.splitlines()):
+        m = _SIGQUIT.search(line)
+        if m:
+            return FaultLine(n, m.group(0), line.rstrip("\n"))
+    return None
+
+
+@dataclass(frozen=True)
+class ChildFailure:
+    """A server child that failed, read from the log (:func:`child_failure`).
+
+    Attributes:
+        line_no: 0-based line where it shows first (the traceback's header, else the SIGQUIT line).
+        fault_class: :data:`ddtree_compat.faults.FAULT_CLASSES`: the exception line's class, else (no exception
+            line) the class of the log's fault lines as for a server that exited, else ``other``.
+        message: ``scheduler raised at FILE:LINE in FUNCTION: EXCEPTION`` or the SIGQUIT line.
+        traceback: the traceback, when there is one.
+    """
+
+    line_no: int
+    fault_class: str
+    message: str
+    traceback: RaisedTraceback | None = None
+
+
+def child_failure(text: str) -> ChildFailure | None:
+    """A traceback (:func:`raised_traceback`) or SGLang's SIGQUIT line (:func:`sigquit_line`) in ``text``, or
+    ``None``: what tells, long before the server exits, that a child of it failed."""
+    tb, quit_line = raised_traceback(text), sigquit_line(text)
+    if tb is None and quit_line is None:
+        return None
+    first = min(x.line_no for x in (tb, quit_line) if x is not None)
+    if tb is not None and tb.exception:
+        return ChildFailure(first, classify(tb.exception), tb.summary, tb)
+    hits = fault_lines(text)
+    fault_class = classify_log(text, hits) if hits else "other"
+    if tb is not None:
+        return ChildFailure(first, fault_class, tb.summary, tb)
+    return ChildFailure(first, fault_class, f"SGLang says a child process failed: {quit_line.text.strip()}")
 
 
 def metric_values(text: str) -> dict[str, list[float]]:

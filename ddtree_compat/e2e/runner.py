@@ -6,8 +6,11 @@ server log. :func:`judge` compares that :class:`Observation` with the :class:`~.
 and returns a :class:`~ddtree_compat.outcomes.Verdict` (outcomes as the kernel tiers: ``fault`` >
 ``zero-accept`` > ``wrong`` > ``pass``):
 
-* ``fault``: a fault line in the log (classified like the kernel tiers' faults), the server exited, or a
-  request failed or timed out (``hang``); the log excerpt is attached.
+* ``fault``: the log showed a child that failed while the requests were out (a traceback or SGLang's SIGQUIT
+  line: :meth:`~.server.ServerProcess.check_log`, polled every ``poll_s``; the server is stopped at once, the
+  message names the traceback's last frame and exception line), a fault line in the log (classified like the
+  kernel tiers' faults), the server exited, or a request failed or timed out (``hang``); the log excerpt is
+  attached.
 * ``zero-accept``: the draft agrees, yet no draft was accepted: accept length 1.00 (the field symptom).
 * ``wrong``: any other difference: a request returned no tokens or tokens other than the target-only
   run's (lossless) and the designed ``succ`` chain; an accept figure from ``meta_info``, ``/metrics``,
@@ -27,8 +30,9 @@ real captures in CI.
 from __future__ import annotations
 
 import json
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -61,6 +65,8 @@ class Observation:
         returncode: the server's exit code if it died, else ``None``.
         offsets: ``(start, end, ready)`` byte offsets of the window, and of readiness when ``startup`` is
             set (else 0), in the server log (captures keep the offsets, not copies of the log).
+        server_fault: the child failure the log showed during the phase (``{"message", "fault_class",
+            "excerpt", "seen_s"}``; the server was stopped then), else ``None``.
     """
 
     responses: list[dict | None]
@@ -74,6 +80,7 @@ class Observation:
     metrics_after: str | None = None
     returncode: int | None = None
     offsets: tuple[int, int, int] = (0, 0, 0)
+    server_fault: dict | None = None
 
 
 @dataclass
@@ -134,28 +141,79 @@ def post_generate(base_url: str, body: dict, timeout: float) -> tuple[dict | Non
         return None, f"response is not JSON: {r.text[:300]}"
 
 
-def run_phase(server, phase: Phase, timeout: float, first: bool) -> Observation:
-    """Send ``phase``'s requests to ``server`` (a :class:`~.server.ServerProcess`) and observe."""
+def _send(server, bodies: list[dict], concurrency: int, timeout: float, poll_s: float):
+    """POST every body (one after another, or from ``concurrency`` threads) while polling the server's log
+    (:meth:`~.server.ServerProcess.check_log`) every ``poll_s``: ``(results, fault)``, ``fault`` the
+    :class:`~.server.ServerFault` that ended the wait early (requests without an answer then carry an error
+    saying so), else ``None``."""
+    from .server import ServerFault
+
+    results: list[tuple[dict | None, str] | None] = [None] * len(bodies)
+    stopped = threading.Event()
+
+    def send(i: int) -> None:
+        if not stopped.is_set():
+            results[i] = post_generate(server.base_url, bodies[i], timeout)
+
+    def in_turn() -> None:
+        for i in range(len(bodies)):
+            send(i)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    futures = [pool.submit(in_turn)] if concurrency <= 1 else [pool.submit(send, i) for i in range(len(bodies))]
+    fault = None
+    try:
+        while wait(futures, timeout=poll_s).not_done:
+            try:
+                server.check_log()
+            except ServerFault as e:
+                fault = e
+                stopped.set()
+                break
+    finally:
+        pool.shutdown(wait=fault is None, cancel_futures=True)
+    for f in futures:
+        if f.done() and not f.cancelled() and f.exception() is not None:
+            raise f.exception()
+    why = "no answer: the server was stopped when its child failed" if fault else "not sent"
+    return [r if r is not None else (None, why) for r in results], fault
+
+
+def run_phase(server, phase: Phase, timeout: float, first: bool, poll_s: float = 0.5) -> Observation:
+    """Send ``phase``'s requests to ``server`` (a :class:`~.server.ServerProcess`) and observe. While the
+    requests are out, and once more when they are all answered, the server's log is polled for a child that
+    failed (:meth:`~.server.ServerProcess.check_log`); when one shows, the phase ends at once and the server is
+    stopped (:attr:`Observation.server_fault`)."""
+    from .server import FAILED_GRACE_S, ServerFault
+
     start = server.log_size()
     before = _text_or_none(server.base_url + "/metrics")
     t0 = time.perf_counter()
     bodies = [r.body() for r in phase.requests]
-    if phase.concurrency <= 1:
-        results = [post_generate(server.base_url, b, timeout) for b in bodies]
-    else:
-        with ThreadPoolExecutor(max_workers=phase.concurrency) as pool:
-            results = list(pool.map(lambda b: post_generate(server.base_url, b, timeout), bodies))
+    results, fault = _send(server, bodies, phase.concurrency, timeout, poll_s)
     wall = time.perf_counter() - t0
-    server.settle_log()  # the last batches' log lines and finished-request metrics land first
-    info = _json_or_none(server.base_url + "/server_info") if server.alive() else None
-    after = _text_or_none(server.base_url + "/metrics") if server.alive() else None
+    if fault is None:
+        server.settle_log()  # the last batches' log lines and finished-request metrics land first
+        try:
+            server.check_log()
+        except ServerFault as e:
+            fault = e
+    info = after = None
+    returncode = None if server.alive() else server.proc.returncode  # it exited by itself
+    if fault is not None:
+        server.stop(grace_s=FAILED_GRACE_S)
+    else:
+        info = _json_or_none(server.base_url + "/server_info") if server.alive() else None
+        after = _text_or_none(server.base_url + "/metrics") if server.alive() else None
     end = server.settle_log(quiet=0.2, limit=2.0)
     return Observation([r for r, _ in results], [e for _, e in results], wall,
                        window=server.read_log(start, end), history=server.read_log(0, end),
                        startup=server.read_log(0, server.ready_offset) if first else "",
                        server_info=info, metrics_before=before, metrics_after=after,
-                       returncode=None if server.alive() else server.proc.returncode,
-                       offsets=(start, end, server.ready_offset if first else 0))
+                       returncode=returncode, offsets=(start, end, server.ready_offset if first else 0),
+                       server_fault=None if fault is None else {
+                           "message": str(fault), "fault_class": fault.fault_class, "excerpt": fault.excerpt,
+                           "seen_s": round(fault.seen_s, 1) if fault.seen_s is not None else None})
 
 
 def _fmt(x) -> str:
@@ -177,12 +235,17 @@ def judge(config: ServerConfig, phase: Phase, expect: PhaseExpectation, obs: Obs
     measured: dict = {"requests": len(phase.requests), "wall_s": round(obs.wall_s, 3)}
     fault_class, log_excerpt = None, ""
 
-    # 1. faults: log lines, a dead server, failed requests
+    # 1. faults: a child that failed (seen while the requests were out), log lines, a dead server, failed requests
+    if obs.server_fault:
+        fault_class, log_excerpt = obs.server_fault["fault_class"], obs.server_fault["excerpt"]
+        seen = obs.server_fault.get("seen_s")
+        when = f", {seen:.0f}s after the server's start" if seen is not None else ""
+        problems.append(f"{obs.server_fault['message']} (seen during the phase{when}; server stopped)")
     scan = obs.startup + ("\n" if obs.startup else "") + obs.window
     hits = logparse.fault_lines(scan)
     if hits:
-        fault_class = logparse.classify_log(scan, hits)
-        log_excerpt = logparse.excerpt(scan, hits[0].line_no)
+        fault_class = fault_class or logparse.classify_log(scan, hits)
+        log_excerpt = log_excerpt or logparse.excerpt(scan, hits[0].line_no)
         problems.append(f"{len(hits)} fault line(s) in the server log, first: {hits[0].text.strip()[:300]}")
     if obs.returncode is not None:
         fault_class = fault_class or "other"
@@ -414,7 +477,8 @@ def save_capture(folder: Path, config: ServerConfig, phase: Phase, expect: Phase
         "expect": {"speculative": expect.speculative, "requests": [_exp_json(e) for e in expect.requests]},
         "twin_expect": None if twin_expect is None else [_exp_json(e) for e in twin_expect.requests],
         "baseline": None if baseline is None else [baseline.get(r.prompt) for r in phase.requests],
-        "observation": {"wall_s": obs.wall_s, "returncode": obs.returncode, "offsets": list(obs.offsets)},
+        "observation": {"wall_s": obs.wall_s, "returncode": obs.returncode, "offsets": list(obs.offsets),
+                        "server_fault": obs.server_fault},
         "verdict": {"outcome": judgement.verdict.outcome, "message": judgement.verdict.message,
                     "fault_class": judgement.verdict.fault_class,
                     "cross": None if judgement.cross is None else judgement.cross.outcome},
@@ -458,7 +522,8 @@ def load_capture(folder: Path) -> tuple[ServerConfig, Phase, PhaseExpectation, O
     obs = Observation(resp["responses"], resp["errors"], meta["observation"]["wall_s"],
                       log[start:end].decode("utf-8", "replace"), log[:end].decode("utf-8", "replace"),
                       log[:ready].decode("utf-8", "replace"), info, text("metrics-before.txt"),
-                      text("metrics-after.txt"), meta["observation"]["returncode"], (start, end, ready))
+                      text("metrics-after.txt"), meta["observation"]["returncode"], (start, end, ready),
+                      meta["observation"].get("server_fault"))
     baseline = None
     if meta.get("baseline") is not None:
         baseline = {r.prompt: b for r, b in zip(reqs, meta["baseline"]) if b is not None}

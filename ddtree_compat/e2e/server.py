@@ -16,7 +16,9 @@
   (``start_new_session``), with its stdout and stderr written straight to a log file; the child also
   gets ``PR_SET_PDEATHSIG`` = SIGKILL, so it dies with this process even on SIGKILL, and SGLang's own
   workers die with it (``kill_itself_when_parent_died``). :meth:`ServerProcess.wait_ready` polls
-  ``/ready`` (``/health`` on servers without it) until a deadline, failing fast if the child exits;
+  ``/ready`` (``/health`` on servers without it) until a deadline, failing fast if the child exits or its log
+  shows a child that failed (:meth:`ServerProcess.check_log`: a traceback, or SGLang's SIGQUIT line, which
+  comes 1-2 minutes before the server exits);
   :meth:`ServerProcess.stop` sends SIGTERM to the whole group, then SIGKILL, and kills by pid any
   descendant that left the group. Every started server is registered: :func:`stop_all` runs at exit
   and on SIGTERM/SIGHUP (the signal then goes on as before).
@@ -368,18 +370,34 @@ def free_port(taken: set[int] | None = None, port_range: tuple[int, int] = PORT_
     raise RuntimeError(f"no free port in {port_range} found in 200 tries")
 
 
-class ServerStartError(RuntimeError):
-    """A server exited or missed its readiness deadline.
+class ServerFault(RuntimeError):
+    """A server that cannot serve: its log shows a child that failed (:meth:`ServerProcess.check_log`), or
+    (:class:`ServerStartError`) it exited or missed its readiness deadline.
 
     Attributes:
         fault_class: ``hang`` for a missed deadline, else the class read from the log.
         excerpt: the log lines around the first fault line (or the log's tail).
+        seen_s: seconds from the server's start to when its log showed the failure (``None``: not from the log).
     """
 
-    def __init__(self, message: str, fault_class: str, excerpt: str):
+    def __init__(self, message: str, fault_class: str, excerpt: str, seen_s: float | None = None):
         super().__init__(message)
         self.fault_class = fault_class
         self.excerpt = excerpt
+        self.seen_s = seen_s
+
+
+class ServerStartError(ServerFault):
+    """A server failed before it was ready: it exited, missed its readiness deadline, or its log shows a child
+    that failed."""
+
+
+LOG_SETTLE_S = 1.0
+"""Once a traceback or the SIGQUIT line shows, the log is read again after it has been quiet this long (at most
+five times as long), so the traceback's exception line is complete."""
+FAILED_GRACE_S = 2.0
+"""SIGTERM -> SIGKILL grace for a server whose child failed: nothing of it is worth draining."""
+_CARRY_LINES, _CARRY_BYTES = 20, 1 << 16
 
 
 _LIVE: dict[int, "ServerProcess"] = {}
@@ -450,6 +468,7 @@ class ServerProcess:
         proc: the ``Popen`` (``None`` before :meth:`start`).
         ready_s: seconds from start to ready (``None`` until ready).
         ready_offset: log size in bytes when it became ready (the startup log is ``[0, ready_offset)``).
+        failure: the :class:`ServerFault` :meth:`check_log` raised (``None`` until then).
     """
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: str | Path, port: int):
@@ -460,6 +479,9 @@ class ServerProcess:
         self.ready_s: float | None = None
         self.ready_offset = 0
         self.descendants: set[int] = set()
+        self.failure: ServerFault | None = None
+        self._scanned = 0  # log bytes check_log has read
+        self._carry = b""  # their last lines, read again with the next bytes (a header waits for its frame)
 
     @property
     def base_url(self) -> str:
@@ -505,6 +527,44 @@ class ServerProcess:
                 break
         return size
 
+    def check_log(self) -> None:
+        """Read the log's bytes written since the last call; raise :class:`ServerFault` when they show a child
+        that failed (:func:`.logparse.child_failure`: a traceback, or SGLang's SIGQUIT line). Before it raises,
+        the log settles (:data:`LOG_SETTLE_S`) so the exception line is complete. Once raised, every later call
+        raises the same (:attr:`failure`).
+
+        The message names the traceback's last frame and exception line: ``scheduler raised at
+        .../ddtree_worker.py:412 in verify: RuntimeError: CUDA error: an illegal instruction was encountered``.
+        """
+        from .logparse import child_failure, excerpt
+
+        if self.failure is not None:
+            raise self.failure
+        size = self.log_size()
+        if size <= self._scanned:
+            return
+        with open(self.log_path, "rb") as f:
+            f.seek(self._scanned)
+            new = f.read(size - self._scanned)
+        start = self._scanned - len(self._carry)  # the byte where the text read now begins
+        data = self._carry + new
+        self._scanned += len(new)
+        carry = b"\n".join(data.split(b"\n")[-_CARRY_LINES:])
+        if len(carry) > _CARRY_BYTES:  # a very long line: keep whole lines only (line numbers stay right)
+            carry = carry[-_CARRY_BYTES:]
+            carry = carry[carry.find(b"\n") + 1:]
+        self._carry = carry
+        if child_failure(data.decode("utf-8", "replace")) is None:
+            return
+        seen_s = time.time() - self.started_at
+        self.settle_log(quiet=LOG_SETTLE_S, limit=5 * LOG_SETTLE_S)
+        found = child_failure(self.read_log(start))
+        full = self.read_log()
+        at = len(self.read_log(0, start).splitlines()) + found.line_no
+        self.failure = ServerFault(found.message, found.fault_class,
+                                   excerpt(full, at, before=20, after=len(full.splitlines()) - at), seen_s)
+        raise self.failure
+
     def _snapshot_descendants(self) -> None:
         try:
             import psutil
@@ -517,7 +577,8 @@ class ServerProcess:
         """Poll until the server answers ``/ready`` (or ``/health``) with 200; seconds taken.
 
         Raises:
-            ServerStartError: the child exited, or ``deadline_s`` passed (``hang``).
+            ServerStartError: the log shows a child that failed (:meth:`check_log`; the server is then stopped),
+                the child exited, or ``deadline_s`` passed (``hang``).
         """
         import requests
 
@@ -525,6 +586,13 @@ class ServerProcess:
 
         path = "/ready"
         while True:
+            try:
+                self.check_log()
+            except ServerFault as e:
+                self.stop(grace_s=FAILED_GRACE_S)
+                raise ServerStartError(f"server {self.name}: {e} ({e.seen_s:.0f}s after start, before it was ready; "
+                                       f"server stopped; log {self.log_path})", e.fault_class, e.excerpt,
+                                       e.seen_s) from e
             if not self.alive():
                 text = self.read_log()
                 hits = fault_lines(text)

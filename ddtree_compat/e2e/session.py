@@ -28,8 +28,9 @@ from .drafts import write_draft
 from .configs import Phase, ServerConfig, baseline_requests, drafts, e2e_profile, plan
 from .expect import PhaseExpectation
 from .runner import Judgement, Observation, judge, judge_negative_control, run_phase, save_capture
-from .server import (DEFAULTS, SERVER_MODULE, Capabilities, ServerProcess, ServerStartError, attention_reason,
-                     free_port, probe, resolve_attention, server_argv, server_env, stop_many, unavailable_reason)
+from .server import (DEFAULTS, SERVER_MODULE, Capabilities, ServerFault, ServerProcess, ServerStartError,
+                     attention_reason, free_port, probe, resolve_attention, server_argv, server_env, stop_many,
+                     unavailable_reason)
 
 READY_S = float(os.environ.get("DDTREE_E2E_READY_S", "360"))
 REQUEST_S = float(os.environ.get("DDTREE_E2E_REQUEST_S", "120"))
@@ -75,7 +76,7 @@ class E2ESession:
         self.pending: Counter = Counter()
         self.order: list[str] = []
         self.servers: dict[str, ServerProcess] = {}
-        self.failed: dict[str, ServerStartError] = {}
+        self.failed: dict[str, ServerFault] = {}
         self.used: set[str] = set()
         self.ports: set[int] = set()
         self._caps: Capabilities | None = None
@@ -231,7 +232,8 @@ class E2ESession:
         """The ready server of ``config`` (started now if it is not yet).
 
         Raises:
-            ServerStartError: it exited or missed the readiness deadline (remembered for its other cells).
+            ServerFault: it exited, missed the readiness deadline or its log showed a child that failed, now or in
+                an earlier cell (remembered for its other cells).
         """
         if config.id in self.failed:
             raise self.failed[config.id]
@@ -274,6 +276,7 @@ class E2ESession:
                     reqs = list(baseline_requests(list(self.configs.values())))
                     phase = Phase("baseline", len(reqs), tuple(reqs))
                     obs = run_phase(s, phase, REQUEST_S, first=False)
+                    self._remember(target, obs, "the lossless baseline")
                     verdict = judge(target, phase, target.expectation(phase, self.shape), obs).verdict
                     if verdict.outcome != "pass":
                         self._baseline_error = f"target-only baseline run: {verdict.outcome}: {verdict.message[:300]}"
@@ -281,6 +284,8 @@ class E2ESession:
                         self._baseline = {r.prompt: list(resp["output_ids"]) for r, resp in zip(reqs, obs.responses)}
                 except ServerStartError as e:
                     self._baseline_error = f"target-only server did not start: {e}"
+                except ServerFault as e:
+                    self._baseline_error = f"target-only server failed: {e}"
                 if self.planned and self.pending["target"] <= 0 and "target" in self.servers:
                     self.servers["target"].stop()
         return self._baseline, self._baseline_error or ""
@@ -295,7 +300,7 @@ class E2ESession:
         t0 = time.time()
         try:
             server = self.server(config)
-        except ServerStartError as e:
+        except ServerFault as e:
             return CellRun(Judgement(Verdict("fault", str(e), duration_s=time.time() - t0, fault_class=e.fault_class),
                                      log_excerpt=e.excerpt), None, None)
         baseline, why = self.baseline()
@@ -305,6 +310,7 @@ class E2ESession:
         first = config.id not in self.used
         self.used.add(config.id)
         obs = run_phase(server, phase, REQUEST_S, first)
+        self._remember(config, obs, f"cell {cell.id}")
         twin: PhaseExpectation | None = None
         if config.negative_control:
             twin = config.agreeing_twin().expectation(phase, self.shape)
@@ -316,6 +322,13 @@ class E2ESession:
         capture = save_capture(self.root / "servers" / config.id / phase.name, config, phase, expect, obs, judgement,
                                baseline, twin)
         return CellRun(judgement, obs, capture)
+
+    def _remember(self, config: ServerConfig, obs: Observation, where: str) -> None:
+        """A phase whose server's child failed (the server is stopped): its other cells get the same fault."""
+        if obs.server_fault:
+            f = obs.server_fault
+            self.failed[config.id] = ServerFault(f"server {config.id} failed in {where}: {f['message']}",
+                                                 f["fault_class"], f["excerpt"], f.get("seen_s"))
 
     def close(self) -> list[int]:
         """Stop every server (together); pids left alive (should be none)."""

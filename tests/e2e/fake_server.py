@@ -3,7 +3,11 @@
 
 Modes: ``ready`` (ready after 0.3 s, with a worker and a grandchild), ``escape`` (as ready, plus a worker
 that leaves the process group with ``setsid``), ``crash`` (prints a CUDA fault and exits 3), ``never``
-(answers 503 forever), ``health-only`` (no ``/ready`` route: 404; ``/health`` 200).
+(answers 503 forever), ``health-only`` (no ``/ready`` route: 404; ``/health`` 200), ``raise-before-ready``
+(logs the scheduler's traceback and SGLang's SIGQUIT line, then hangs without exiting or serving, as SGLang
+lingers over its crash diagnostics), ``raise-at-verify`` (ready; the first ``POST /generate`` logs the same and
+hangs, without an answer and without exiting), ``raise-survived`` (ready; each ``POST /generate`` logs a
+warning that quotes a traceback, not at a line's start, and answers 200).
 """
 
 import argparse
@@ -15,6 +19,26 @@ import time
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 
+SCHEDULER_RAISES = """\
+[2026-12-02 14:03:11 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 2874, in run_scheduler_process
+    scheduler.event_loop_normal()
+  File "/opt/sglang/python/sglang/srt/managers/scheduler.py", line 1016, in event_loop_normal
+    result = self.run_batch(batch)
+             ^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/sglang/python/sglang/srt/speculative/ddtree_worker.py", line 288, in forward_batch_generation
+    accepted = self.verify(batch, tree)
+               ^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/opt/sglang/python/sglang/srt/speculative/ddtree_worker.py", line 412, in verify
+    torch.cuda.synchronize()
+RuntimeError: CUDA error: an illegal instruction was encountered
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1
+
+[2026-12-02 14:03:11] Received sigquit from a child process. It usually means the child failed.
+[2026-12-02 14:03:11] Sleeping 5 seconds before crash diagnostics to let GPU activity settle."""
+"""What SGLang's log shows when the scheduler raises at its first verify (the server exits only minutes later)."""
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -23,6 +47,9 @@ def main() -> None:
     ap.add_argument("--pidfile", default="")
     args = ap.parse_args()
     print(f"fake server starting in mode {args.mode}", flush=True)
+    if args.mode == "raise-before-ready":
+        print(SCHEDULER_RAISES, flush=True)
+        time.sleep(300)
     if args.mode == "crash":
         print("[2026-11-30 12:00:00] Scheduler hit an exception: Traceback (most recent call last):", flush=True)
         print("RuntimeError: CUDA error: an illegal instruction was encountered", flush=True)
@@ -52,6 +79,21 @@ def main() -> None:
                 code = 404
             self.send_response(code)
             self.end_headers()
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if mode == "raise-at-verify":
+                print(SCHEDULER_RAISES, flush=True)
+                time.sleep(300)  # the request hangs; the server does not exit
+            if mode == "raise-survived":
+                print("[2026-12-02 14:03:12] Can not initialize OpenAIServingResponses, error: Traceback (most recent "
+                      "call last):\n  File \"/opt/sglang/python/sglang/srt/entrypoints/http_server.py\", line 372, in "
+                      "lifespan\nModuleNotFoundError: No module named 'openai_harmony'", flush=True)
+            body = b'{"output_ids": [1], "meta_info": {}}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, fmt, *a):
             print("http: " + fmt % a, flush=True)

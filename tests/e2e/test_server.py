@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -88,6 +89,122 @@ def test_exit_before_ready_is_a_classified_fault(launch):
     assert "exited with code 3" in str(e.value)
     assert e.value.fault_class == "illegal-instruction"
     assert "Scheduler hit an exception" in e.value.excerpt
+
+
+RAISED = ("scheduler raised at /opt/sglang/python/sglang/srt/speculative/ddtree_worker.py:412 in verify: "
+          "RuntimeError: CUDA error: an illegal instruction was encountered")
+
+
+def test_a_child_that_raised_before_ready_is_a_fault_at_once(launch):
+    """The scheduler's traceback and SGLang's SIGQUIT line, then the server hangs (SGLang lingers over its crash
+    diagnostics): the verdict comes from the log within seconds, not at the deadline or the exit."""
+    s = launch("raise-before-ready")
+    t0 = time.time()
+    with pytest.raises(ServerStartError) as e:
+        s.wait_ready(120, poll_s=0.1)
+    assert time.time() - t0 < 15
+    assert str(e.value).startswith(f"server raise-before-ready: {RAISED} (") and "before it was ready" in str(e.value)
+    assert e.value.fault_class == "illegal-instruction"
+    assert "Received sigquit from a child process" in e.value.excerpt and "line 412, in verify" in e.value.excerpt
+    assert not s.alive()  # stopped
+
+
+def test_check_log_reads_new_bytes_and_waits_for_the_exception_line(tmp_path):
+    """A header whose frame line is not written yet is carried to the next poll; a traceback whose exception
+    line is still coming is read again once the log settles."""
+    from tests.e2e.fake_server import SCHEDULER_RAISES
+
+    log = tmp_path / "server.log"
+    s = ServerProcess("s", [], {}, log, 0)
+    s.started_at = time.time()
+    head, rest = SCHEDULER_RAISES.split("\n", 1)
+    frames, exception = rest.split("RuntimeError:", 1)
+    log.write_text("[2026-12-02 14:03:09] The server is fired up and ready to roll!\n" + head + "\n")
+    s.check_log()  # a header alone is no traceback yet
+    size = s.log_size()
+    with open(log, "a") as f:
+        f.write(frames)
+    late = threading.Timer(0.4, lambda: open(log, "a").write("RuntimeError:" + exception + "\n"))
+    late.start()
+    with pytest.raises(srv.ServerFault) as e:
+        s.check_log()
+    late.join()
+    assert str(e.value) == RAISED and e.value.fault_class == "illegal-instruction"
+    assert s._scanned == size + len(frames.encode())  # what it read before the log settled: only new bytes
+    with pytest.raises(srv.ServerFault) as again:  # once raised, always raised
+        s.check_log()
+    assert again.value is e.value
+
+
+def _target():
+    config = plan("default", attention="triton")[0]
+    assert config.id == "target"
+    return config
+
+
+@pytest.mark.parametrize("phase", [0, 1], ids=["in-turn", "concurrent"])
+def test_a_child_that_raised_while_serving_ends_the_phase_at_once(launch, phase):
+    """The first verify raises and the request hangs; the phase ends within seconds with a fault naming the
+    traceback's last frame, and the server is stopped (its request deadline is a minute)."""
+    from ddtree_compat.e2e.runner import judge, run_phase
+
+    config = _target()
+    p = config.phases[phase]
+    s = launch("raise-at-verify")
+    s.wait_ready(30, poll_s=0.1)
+    t0 = time.time()
+    obs = run_phase(s, p, timeout=60, first=True, poll_s=0.2)
+    assert time.time() - t0 < 15
+    assert not s.alive()
+    assert obs.server_fault["message"] == RAISED and obs.returncode is None  # stopped by us, not exited
+    assert all(r is None for r in obs.responses) and all(obs.errors)
+    j = judge(config, p, config.expectation(p, ck.TinyShape()), obs)
+    assert (j.verdict.outcome, j.verdict.fault_class) == ("fault", "illegal-instruction")
+    assert j.verdict.message.startswith(f"{RAISED} (seen during the phase, ")
+    assert "RuntimeError: CUDA error: an illegal instruction was encountered" in j.log_excerpt
+
+
+def test_a_warning_that_quotes_a_traceback_does_not_stop_the_server(launch):
+    from ddtree_compat.e2e.runner import run_phase
+
+    config = _target()
+    s = launch("raise-survived")
+    s.wait_ready(30, poll_s=0.1)
+    obs = run_phase(s, config.phases[1], timeout=60, first=True, poll_s=0.2)
+    assert "error: Traceback (most recent call last):" in obs.window
+    assert obs.server_fault is None and s.alive() and obs.responses[0] == {"output_ids": [1], "meta_info": {}}
+
+
+def test_a_session_gives_the_failed_server_s_other_cells_its_fault(tmp_path):
+    """The cell whose verify raised is a fault; the server's next cell gets the same fault at once (no request to
+    a stopped server), and the capture judges again to the same verdict."""
+    from ddtree_compat.e2e.runner import rejudge
+    from ddtree_compat.e2e.session import E2ECell, E2ESession
+
+    sess = E2ESession(tmp_path / "e2e", "default", [])
+    target = sess.configs["target"]
+    cells = [E2ECell(target, p) for p in target.phases]
+    sess.select(cells)
+    port = srv.free_port()
+    s = ServerProcess("target", [sys.executable, str(FAKE), "--port", str(port), "--mode", "raise-at-verify"],
+                      srv.server_env(), tmp_path / "e2e" / "servers" / "target" / "server.log", port).start()
+    try:
+        s.wait_ready(30, poll_s=0.1)
+        sess.servers["target"] = s
+        first = sess.run(cells[0]).judgement.verdict
+        assert (first.outcome, first.fault_class) == ("fault", "illegal-instruction")
+        assert first.message.startswith(RAISED)
+        t0 = time.time()
+        second = sess.run(cells[1])
+        assert time.time() - t0 < 1 and second.observation is None
+        verdict = second.judgement.verdict
+        assert (verdict.outcome, verdict.fault_class) == ("fault", "illegal-instruction")
+        assert verdict.message == f"server target failed in cell {cells[0].id}: {RAISED}"
+        capture = sess.root / "servers" / "target" / cells[0].phase.name
+        again = rejudge(capture)
+        assert (again.verdict.outcome, again.verdict.message) == ("fault", first.message)
+    finally:
+        s.stop()
 
 
 def test_missed_deadline_is_a_hang(launch):
