@@ -5,6 +5,7 @@
 #     kernels import) and `static` (the static tier's cuobjdump/nvdisasm and ninja; nvcc: the CUDA toolkit's).
 #   - transformers for the cross-checks of the tiny checkpoints (requirements/crosscheck.txt): kept if
 #     importable (a GPU host's own, which its SGLang trees were tested with), else the pinned one.
+#   - flashinfer-python at the version that SGLang pins, with --no-deps (the static tier's FlashInfer cells).
 #   - SGLang 0.5.23 with --no-deps: its server pins (a CUDA torch of several GB) are not wanted here, so pip's
 #     "dependency conflicts" report about them is expected; it goes to the log, and only conflicts of other
 #     packages are shown.
@@ -36,14 +37,32 @@ if ! "$PY" -c "import transformers" 2>/dev/null; then
   pip_install -r requirements/crosscheck.txt
 fi
 pip_install --no-deps "sglang==${SGLANG_VERSION}"
+# FlashInfer at the version that SGLang pins (its default verify attention on sm120): the static tier builds its
+# custom-mask prefill for every arch, the device tier runs it. --no-deps: its CUDA-side pins (cutlass-dsl, cudnn
+# frontend, ~200 MB) serve its runtime on a GPU host, not its JIT build.
+FLASHINFER_PIN=$("$PY" - <<'PY'
+import re
+from importlib.metadata import requires
+pins = [re.match(r"flashinfer[-_]python(\[[^]]*\])?\s*==\s*([^;\s]+)", r) for r in requires("sglang") or []]
+print(next((m.group(2) for m in pins if m), ""))
+PY
+)
+if [ -n "$FLASHINFER_PIN" ]; then
+  pip_install --no-deps "flashinfer-python==${FLASHINFER_PIN}"
+fi
 # Conflicts that are not sglang's own unmet pins (those are by design) are worth reading.
-"$PY" -m pip check --disable-pip-version-check 2>/dev/null | grep -v -E "^(sglang|No broken)" >&2 || true
+"$PY" -m pip check --disable-pip-version-check 2>/dev/null | grep -v -E "^(sglang|flashinfer-python|No broken)" >&2 || true
 "$PY" - <<'PY'
 import importlib
 for m in ("sglang.kernels.ops.speculative.spec_tree", "ddtree_compat.plugin"):
     importlib.import_module(m)
 import sglang, torch, transformers, triton
-print(f"setup ok: sglang {sglang.__version__} (--no-deps: its server pins left out), torch {torch.__version__}, "
+from importlib.metadata import PackageNotFoundError, version
+try:
+    fi = f"flashinfer-python {version('flashinfer-python')}, "
+except PackageNotFoundError:
+    fi = "no flashinfer pin in this sglang, "
+print(f"setup ok: sglang {sglang.__version__} (--no-deps: its server pins left out), {fi}torch {torch.__version__}, "
       f"triton {triton.__version__}, transformers {transformers.__version__}, ddtree-compat editable with its "
       "pytest plugin")
 PY

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
+from ..static.kernels import FLASHINFER_VERIFY_ATTENTION
 from . import Backend, KernelImpl
 from .sglang_locate import AdapterError, Place, locate
 
@@ -201,7 +202,7 @@ def _plan(wrapper, qo_indptr, layout: PagedLayout, heads: int, kv_heads: int, he
 class FlashInferBackend(Backend):
     name = "flashinfer"
     implements = (
-        KernelImpl(VERIFY_ATTENTION, "cuda", WHAT, places=PLACES),
+        KernelImpl(VERIFY_ATTENTION, "cuda", WHAT, places=PLACES, static=(FLASHINFER_VERIFY_ATTENTION,)),
         KernelImpl(GRAPH_KERNEL, "cuda", WHAT + " in a CUDA graph", places=PLACES),
     )
 

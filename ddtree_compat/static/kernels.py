@@ -8,6 +8,9 @@ A backend lists its entries in ``static_kernels`` (see :mod:`ddtree_compat.backe
   them on that arch). Compiled with ``triton.compile`` for ``GPUTarget("cuda", cc, 32)``.
 * :class:`CudaJitKernel`: a tvm-ffi JIT module of SGLang, built the way its ``load_jit`` builds it
   (same ``build.ninja``, same nvcc flags) for the arch's ``-gencode``.
+* :class:`SGLangAttentionKernel`: SGLang's Triton verify attention with the launch it makes on each arch.
+* :class:`FlashInferPrefillKernel`: FlashInfer's custom-mask paged prefill (SGLang's flashinfer backend's
+  target verify), built the way FlashInfer's JIT builds it for the arch.
 
 Entries are plain data (strings, tuples, module-level functions): the compile itself runs in a
 worker process (:mod:`ddtree_compat.static.runner`), which imports the kernel.
@@ -22,7 +25,7 @@ from ..families.verify.records import VerifyCase
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
 from ..families.commit.records import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
 from ..families.verify.records import VERIFY
-from . import attention_aot, nvcc, triton_aot
+from . import attention_aot, flashinfer_aot, nvcc, triton_aot
 from .build import Build, BuildError, Spec, Unavailable  # noqa: F401 - the entries' vocabulary, re-exported
 
 
@@ -93,6 +96,24 @@ class SGLangAttentionKernel:
         if spec.num_warps is not None:
             overrides["num_warps"] = spec.num_warps
         return attention_aot.compile_attention, (head_dim, self.dtype, tuple(overrides.items()), arch, cache_dir)
+
+
+@dataclass(frozen=True)
+class FlashInferPrefillKernel:
+    """FlashInfer's paged prefill with a custom mask (``BatchPrefillWithPagedKVCacheKernel``, MaskMode 2),
+    one JIT module per dtype x head dim, compiled per arch by FlashInfer's own build
+    (:mod:`~ddtree_compat.static.flashinfer_aot`). Spec ids ``d128-bf16``."""
+
+    kernel: str
+    head_dims: tuple[int, ...]
+    dtypes: tuple[str, ...]
+
+    def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
+        return [Spec(f"d{h}-{dt}", (("head_dim", h),)) for dt in self.dtypes for h in self.head_dims]
+
+    def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
+        return flashinfer_aot.build_prefill, (spec.id.split("-")[1], dict(spec.constexprs)["head_dim"], arch,
+                                              cache_dir)
 
 
 @dataclass(frozen=True)
@@ -231,3 +252,6 @@ SGLANG_MOVE_KV_TRITON = TritonKernel(
 # The target verify's attention, at the head dims of the verify-attention tier, in bf16 (smem and
 # tiles are the same in fp16).
 SGLANG_VERIFY_ATTENTION = SGLangAttentionKernel(kernel=VERIFY_ATTENTION, head_dims=(64, 128, 256), dtype="bf16")
+# The field's shape (head dim 128, bf16: the Qwen3 family) on every arch: one FlashInfer compile is ~30 s of one
+# CPU core, so the other dtype x head-dim modules run on the device tier (each JIT-built there), not here.
+FLASHINFER_VERIFY_ATTENTION = FlashInferPrefillKernel(kernel=VERIFY_ATTENTION, head_dims=(128,), dtypes=("bf16",))

@@ -87,11 +87,12 @@ def _pkg_version(name: str) -> str:
         return "none"
 
 
-def _toolchain_reason(nvcc: str, arch: str) -> str | None:
+def toolchain_reason(nvcc: str, arch: str, who: str = "SGLang") -> str | None:
+    """Why ``nvcc`` (as ``who``'s JIT resolved it) cannot build for ``arch`` here, or ``None``."""
     if not nvcc or not os.path.isfile(nvcc):
-        return f"nvcc not found at {nvcc or '?'} (SGLang resolves CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)"
+        return f"nvcc not found at {nvcc or '?'} ({who} resolves CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda)"
     if shutil.which("ninja") is None:
-        return "ninja not found on PATH (SGLang's JIT builds through ninja: pip install ninja)"
+        return f"ninja not found on PATH ({who}'s JIT builds through ninja: pip install ninja)"
     major, minor = parse_arch(arch)
     listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True, timeout=60).stdout.split()
     if f"compute_{major}{minor}" not in listed:
@@ -107,7 +108,7 @@ def build_module(loader: str, function: str, threads: int, arch: str, cache_dir:
     except ImportError as e:
         return Unavailable(f"cannot import SGLang's JIT build ({type(e).__name__}: {e})".replace("\n", " ")[:500])
     nvcc = _variable(text, "nvcc").strip("'\"")
-    reason = _toolchain_reason(nvcc, arch)
+    reason = toolchain_reason(nvcc, arch)
     if reason:
         return Unavailable(reason)
     objects = cuda_objects(text)

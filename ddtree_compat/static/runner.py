@@ -40,14 +40,14 @@ from ..arch import STATIC_ARCHES
 from ..families.verify.records import VerifyCase
 from ..outcomes import Verdict
 from .build import Build, BuildError, Spec, Unavailable
-from .kernels import CudaJitKernel, SGLangAttentionKernel, TritonKernel
+from .kernels import CudaJitKernel, FlashInferPrefillKernel, SGLangAttentionKernel, TritonKernel
 from .limits import Usage, limits_for, over_limits
 from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, runs_on
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "static"
 COMPILE_TIMEOUT_S = 1200
 
-Entry = Union[TritonKernel, CudaJitKernel, SGLangAttentionKernel]
+Entry = Union[TritonKernel, CudaJitKernel, SGLangAttentionKernel, FlashInferPrefillKernel]
 
 
 @dataclass(frozen=True)

@@ -222,7 +222,7 @@ def test_sglang_jit_build_is_captured_per_arch(arch, gencode, define):
 def test_toolchain_gaps_are_reasons(tmp_path):
     from ddtree_compat.static import nvcc, triton_aot
 
-    assert "nvcc not found" in nvcc._toolchain_reason(str(tmp_path / "nvcc"), "sm120")
+    assert "nvcc not found" in nvcc.toolchain_reason(str(tmp_path / "nvcc"), "sm120")
     got = triton_aot.compile_kernel("sglang.no_such_module:kernel", (), (), None, None, "sm120", str(tmp_path))
     assert got.reason.startswith("cannot import sglang.no_such_module:kernel") and "absent in sglang" in got.reason
     with pytest.raises(ModuleNotFoundError):  # a name of ours that does not import: an error, not a skip
@@ -246,6 +246,7 @@ def test_sm120_on_a_cpu_machine_selects_static_cells(pytester, verify_suite, ddt
                   "--ddtree-results=")
     picked = [line for line in result.outlines if "::test_static[" in line]
     assert sorted(p.split("[")[1] for p in picked) == [
+        "static-sm120-flashinfer-verify_attention-d128-bf16]",
         "static-sm120-sglang-cuda-verify_tree_greedy-jit-speculative_tree]",
         "static-sm120-sglang-triton-fill_accept_out_cache_loc-n32]",
         "static-sm120-sglang-triton-front_out_cache_loc-c9-bs4]",
@@ -313,3 +314,23 @@ def test_a_hung_compile_worker_is_killed_not_left_running(tmp_path):
     assert runner.build(cell(os.getpid), cache_dir=tmp_path) != pid  # a fresh worker takes over
     runner.shutdown_pools()
     assert not runner._POOLS
+
+
+def test_an_sm120_answer_from_a_cpu_box_says_what_it_leaves_out(pytester, verify_suite, ddtree_static_cache):
+    """``-m sm120`` without an sm120 GPU: the summary names what did not run (device cells, sgl-kernel's prebuilt
+    libraries) and whether FlashInfer's verify kernel was built for sm120 here or why not."""
+    from ddtree_compat.static.flashinfer_aot import build_prefill
+    from ddtree_compat.static.build import Unavailable
+
+    result = _run(pytester, ddtree_static_cache, "-q", "-m", "sm120", "--ddtree-case", str(verify_suite),
+                  "--ddtree-backend=oracle", "--ddtree-results=")
+    result.stdout.fnmatch_lines(["*no sm120 GPU on this host*", "*leave out: every device cell*FlashInfer's verify "
+                                 "kernel: not checked (no static FlashInfer cell selected*sgl-kernel's prebuilt*"])
+    result = _run(pytester, ddtree_static_cache, "-q", "-m", "sm120 and static", "--ddtree-case", str(verify_suite),
+                  "--ddtree-backend=flashinfer", "--ddtree-results=")
+    here = build_prefill("bf16", 128, "sm120", ddtree_static_cache)  # what this host can do (cached build)
+    if isinstance(here, Unavailable):
+        result.stdout.fnmatch_lines(["*FlashInfer's verify kernel: not checked (1 static cell(s) skipped*"])
+    else:
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines(["*FlashInfer's verify kernel: built and checked in 1 static cell(s);*"])
