@@ -36,9 +36,22 @@ while [ $# -gt 0 ]; do
       # the first cell of each dtype x head_dim waits for FlashInfer's JIT build (under a minute each on the H200)
       # shellcheck disable=SC1091
       . /tmp/ddt/env.sh
-      mkdir -p /tmp/whl-site && python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site .whl/*.whl
+      [ -d /tmp/whl-site/covertable ] || { mkdir -p /tmp/whl-site &&
+        python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site .whl/*.whl; }
       FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a} STEP_S=${STEP_S:-560} \
         sweep flashinfer "$PYTHONPATH:/tmp/whl-site" --backend flashinfer --timeout 400 \
+        --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
+    fa3)  # FA3 verify attention through a DDTree implementation's FA metadata (rancy-ddtree-v2), over the attention
+      # device profile; needs sgl-kernel's flash_ops (stripped from the carry: 1.12 GB, carried xz'd in parts staged
+      # into /tmp/fa3parts, docs/device-runs.md) next to the DDTree carry's sgl_kernel
+      # shellcheck disable=SC1091
+      . /tmp/ddt/env.sh
+      if [ ! -f /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so ]; then
+        cat /tmp/fa3parts/part_* | xz -d -T8 > /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so.part &&
+          mv /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so.part /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so
+      fi
+      STEP_S=${STEP_S:-300} DDTREE_IMPLS=/tmp/ddt/impl/rancy-ddtree-v2 \
+        sweep fa3 "$PYTHONPATH:/tmp/whl-site" --backend ddtree-impl:/tmp/ddt/impl/rancy-ddtree-v2 --timeout 200 \
         --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
     versions)  # the verify and commit kernels of each release at the field's budgets
       shift

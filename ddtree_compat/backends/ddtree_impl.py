@@ -13,10 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import impls
+from ..families.attention.records import KERNEL as VERIFY_ATTENTION
 from ..families.ddtree import places
-from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS
+from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS, FA_FULL
 from ..static.kernels import Spec, TritonKernel
 from . import Backend, KernelImpl
+from .sglang_locate import AdapterError, Place, locate
+
+FA3 = (Place("sgl_kernel.flash_attn", "flash_attn_with_kvcache", seen="sglang-kernel 0.4.3, 0.4.5"),)
+"""SGLang's FA3 (sgl-kernel's ``flash_ops``), which its ``fa3`` attention backend calls for target verify."""
 
 SPEC_PREFIX = "ddtree-impl:"
 
@@ -34,6 +39,17 @@ def _no_prune(where: str):
         return f"{where}'s build_ddtree_tree_one_req has no deepest-chain prune" if case.prune else None
 
     return refuse
+
+
+def _fa3_refuse(target, case) -> str | None:
+    """FA3 is Hopper's (sgl-kernel builds its ``flash_ops`` kernels for sm90a; SGLang picks ``fa3`` there); the
+    implementations' FA verify metadata takes page size 1 (their backends raise for others)."""
+    if target.arch != "sm90":
+        return f"FA3 (sgl-kernel flash_ops) runs on sm90 only; this target is {target.arch}"
+    if case is not None and case.page_size != 1:
+        return (f"the implementation's FA verify metadata takes page size 1 only (its flashattention backend raises "
+                f"for page size {case.page_size})")
+    return None
 
 
 def interpret_subset(target, case) -> str | None:
@@ -74,6 +90,9 @@ class DDTreeImplBackend(Backend):
         for h in places.HELPERS:
             if impl.utils_module is not None and all(f in impl.utils_functions for f in h.helpers):
                 declared.append(KernelImpl(h.record, "host", what=f"{where}'s {h.helpers[0]}"))
+        if any(i.kernel == FA_FULL.name for i in declared):
+            declared.append(KernelImpl(VERIFY_ATTENTION, "cuda", places=FA3, refuse=_fa3_refuse,
+                                       what=f"{where}'s one-pass FA verify metadata feeding sgl-kernel's FA3"))
         if impl.dflash_builder is not None:
             if not any(i.kernel == BUILD_CPU.name for i in declared):
                 declared.append(KernelImpl(BUILD_CPU.name, "host", what=f"{where}'s build_ddtree_tree_one_req",
@@ -141,6 +160,55 @@ class DDTreeImplBackend(Backend):
         self._kernels().build_ddtree_fa_full_metadata_triton(
             visibility=visibility, req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
             page_table=page_table, cache_seqlens=cache_seqlens, q_len=q)
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                         mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict:
+        """Target verify on SGLang's ``fa3`` backend with this implementation's DDTree path (the one-pass
+        "full" expand, its default without tree attention): the case's tree rows written after each prefix
+        (``req_to_token``), the implementation's ``build_ddtree_fa_full_metadata_triton`` giving each query row
+        a page-table row of its prefix and visible tree nodes, then sgl-kernel's ``flash_attn_with_kvcache``
+        over it, non-causal, one query row per sequence, as its flashattention backend calls it."""
+        import torch
+
+        from ..families.attention.paging import paged_layout
+
+        fa3, _ = locate(FA3)
+        device = q.device
+        qo, kv, mi = qo_indptr.tolist(), kv_indptr.tolist(), mask_indptr.tolist()
+        bs, n = len(qo) - 1, max_len_extend
+        rows = bs * n
+
+        def inputs():
+            if any(qo[b + 1] - qo[b] != n for b in range(bs)) or page_size != 1:
+                raise ValueError(f"needs {n} rows per request and page size 1")
+            layout = paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                                  mask_indptr, 1)
+            prefixes = [kv[b + 1] - kv[b] for b in range(bs)]
+            width = max(max(prefixes), 1) + n  # page-table row: prefix capacity + the tree (SGLang: context + q)
+            req_to_token = torch.zeros(bs, width, dtype=torch.int32, device=device)
+            for b in range(bs):
+                slots = layout.kv_indices[layout.kv_indptr[b]:layout.kv_indptr[b + 1]]
+                req_to_token[b, :slots.numel()] = slots
+            blocks = [custom_mask[mi[b]:mi[b + 1]].view(n, prefixes[b] + n)[:, prefixes[b]:].bool() for b in range(bs)]
+            return (layout, req_to_token, torch.stack(blocks), torch.tensor(prefixes, dtype=torch.int64, device=device),
+                    width)
+
+        try:
+            layout, req_to_token, visibility, seq_lens, width = inputs()
+        except Exception as e:  # noqa: BLE001 - our layout, not the implementation's
+            raise AdapterError(f"FA3 verify adapter: {type(e).__name__}: {e}") from e
+        page_table = torch.zeros(rows, width, dtype=torch.int32, device=device)
+        cache_seqlens = torch.zeros(rows, dtype=torch.int32, device=device)
+        self.ddtree_fa_full(visibility, req_to_token, torch.arange(bs, dtype=torch.int64, device=device), seq_lens,
+                            page_table, cache_seqlens, n)
+        cu_k = torch.zeros(rows + 1, dtype=torch.int32, device=device)
+        cu_k[1:] = torch.cumsum(cache_seqlens, 0, dtype=torch.int32)
+        out = fa3(q=q[:rows].contiguous(), k_cache=layout.k_cache, v_cache=layout.v_cache, page_table=page_table,
+                  cache_seqlens=cache_seqlens, cu_seqlens_q=torch.arange(rows + 1, dtype=torch.int32, device=device),
+                  cu_seqlens_k_new=cu_k, max_seqlen_q=1, softmax_scale=sm_scale, causal=False, window_size=(-1, -1),
+                  softcap=0.0, return_softmax_lse=False, ver=3)
+        o[:rows] = out
+        return {"call": f"{self.name} FA full metadata + sgl-kernel FA3 flash_attn_with_kvcache"}
 
     def ddtree_follow(self, draft, target, parents, sizes, out_indices, out_tokens, out_lens, out_next) -> None:
         self._kernels().follow_ddtree_verified_path_triton(

@@ -12,7 +12,8 @@ Two kernels, both judged by the attention family's oracle and checks:
   planned again at the live layout (live width ``n <= C``, live batch ``<= captured``, the rest padding
   requests as SGLang's graph runner pads them) and replayed.
 
-The adapter's own work (pure torch, also on the CPU, unit-tested): :func:`paged_layout` writes the tree
+The adapter's own work (pure torch, also on the CPU, unit-tested): the attention family's
+:func:`~ddtree_compat.families.attention.paging.paged_layout` writes the tree
 rows' K/V into a copy of the KV pool after each request's prefix, as SGLang's ``set_kv_buffer`` does before
 the attention call, and gives FlashInfer's page table for the case's page size. Page size 1 is the call
 SGLang's flashinfer backend makes (token slots as pages); page size 16 is FlashInfer's native paging of the
@@ -21,8 +22,7 @@ same pool.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..families.attention.paging import PagedLayout, paged_layout
 from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..static.kernels import FLASHINFER_VERIFY_ATTENTION
 from . import Backend, KernelImpl
@@ -33,108 +33,6 @@ WORKSPACE_BYTES = 384 << 20  # SGLang's default flashinfer workspace (SGLANG_FLA
 # Qwen-family targets): split-KV partial outputs of long prefixes need over 128 MB (h32 d128, prefix 1000, bs 3)
 FLASHINFER_BACKEND = "fa2"  # what SGLang's flashinfer backend asks for in target verify (prefill_backend)
 WHAT = "FlashInfer's BatchPrefillWithPagedKVCacheWrapper (fa2, NHD, custom mask)"
-
-
-@dataclass
-class PagedLayout:
-    """FlashInfer's view of one verify-attention call.
-
-    Attributes:
-        k_cache, v_cache: ``[pages, page_size, Hk, Dh]``: a copy of the pool with the tree rows written.
-        kv_indptr: int32 ``[bs + 1]``: pages per request, cumulative.
-        kv_indices: int32: each request's pages in token order.
-        last_page_len: int32 ``[bs]``: tokens in each request's last page.
-        kv_lens: ``P_b + n_b`` per request.
-        mask: bool, flattened ``n_b x (P_b + n_b)`` blocks (the case's, without a stale tail).
-    """
-
-    k_cache: "object"
-    v_cache: "object"
-    kv_indptr: "object"
-    kv_indices: "object"
-    last_page_len: "object"
-    kv_lens: list[int]
-    mask: "object"
-
-
-def request_pages(prefix_slots: list[int], tokens: int, page_size: int, next_page: int) -> tuple[list[int], int]:
-    """Request pages in token order for ``tokens`` tokens whose first ``len(prefix_slots)`` are at
-    ``prefix_slots``: the prefix's pages, then fresh pages numbered from ``next_page``. Returns the pages
-    and the next fresh page number.
-
-    Raises:
-        ValueError: the prefix is not laid out page by page (token ``t`` at ``page * page_size + t % page_size``).
-    """
-    pages = []
-    for t, slot in enumerate(prefix_slots):
-        if slot % page_size != t % page_size or (t % page_size and slot // page_size != pages[-1]):
-            raise ValueError(f"prefix token {t} at slot {slot} is not paged by {page_size}")
-        if t % page_size == 0:
-            pages.append(slot // page_size)
-    needed = -(-tokens // page_size)
-    while len(pages) < needed:
-        pages.append(next_page)
-        next_page += 1
-    return pages, next_page
-
-
-def paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr,
-                 page_size: int, spare_pages: int = 0) -> PagedLayout:
-    """The case's buffers as FlashInfer's paged KV cache: request ``b``'s tokens are its prefix
-    (``kv_indices[kv_indptr[b]:kv_indptr[b + 1]]``) then its ``n_b`` tree rows (``k[qo_indptr[b]:...]``),
-    paged by ``page_size``; the tree rows go into the prefix's last page, then into pages appended to a
-    copy of the pool (plus ``spare_pages`` more). The inputs are left unmodified."""
-    import torch
-
-    qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
-    bs = len(qo) - 1
-    slots = kv_indices.tolist()
-    pool_pages = k_buffer.shape[0] // page_size
-    fresh = -(-(qo[-1]) // page_size) + bs + spare_pages
-    shape = (pool_pages + fresh, page_size, *k_buffer.shape[1:])
-    k_cache = torch.cat([k_buffer[:pool_pages * page_size].reshape(pool_pages, page_size, *k_buffer.shape[1:]),
-                         torch.zeros(fresh, page_size, *k_buffer.shape[1:], dtype=k_buffer.dtype,
-                                     device=k_buffer.device)])
-    v_cache = torch.cat([v_buffer[:pool_pages * page_size].reshape(pool_pages, page_size, *v_buffer.shape[1:]),
-                         torch.zeros_like(k_cache[pool_pages:])])
-    assert tuple(k_cache.shape) == shape
-    indptr, indices, last, lens = [0], [], [], []
-    next_page = pool_pages
-    flat_k, flat_v = k_cache.view(-1, *k_buffer.shape[1:]), v_cache.view(-1, *v_buffer.shape[1:])
-    for b in range(bs):
-        prefix = slots[kv[b]:kv[b + 1]]
-        n = qo[b + 1] - qo[b]
-        total = len(prefix) + n
-        pages, next_page = request_pages(prefix, total, page_size, next_page)
-        tree = torch.tensor([pages[t // page_size] * page_size + t % page_size for t in range(len(prefix), total)],
-                            dtype=torch.int64, device=k_buffer.device)
-        flat_k[tree], flat_v[tree] = k[qo[b]:qo[b + 1]], v[qo[b]:qo[b + 1]]
-        indices += pages
-        indptr.append(len(indices))
-        last.append(total - (len(pages) - 1) * page_size)
-        lens.append(total)
-    device = k_buffer.device
-    size = int(mask_indptr[-1])
-    return PagedLayout(k_cache=k_cache, v_cache=v_cache,
-                       kv_indptr=torch.tensor(indptr, dtype=torch.int32, device=device),
-                       kv_indices=torch.tensor(indices, dtype=torch.int32, device=device),
-                       last_page_len=torch.tensor(last, dtype=torch.int32, device=device),
-                       kv_lens=lens, mask=custom_mask[:size].bool())
-
-
-def gather_keys(layout: PagedLayout, request: int, page_size: int):
-    """Request ``request``'s keys and values ``[P + n, Hk, Dh]`` read back through the page table, the way
-    FlashInfer addresses them (for the unit tests of :func:`paged_layout`)."""
-    import torch
-
-    start, end = layout.kv_indptr[request].item(), layout.kv_indptr[request + 1].item()
-    pages = layout.kv_indices[start:end].long()
-    total = layout.kv_lens[request]
-    t = torch.arange(total, device=pages.device)
-    rows = pages[t // page_size] * page_size + t % page_size
-    flat_k = layout.k_cache.reshape(-1, *layout.k_cache.shape[2:])
-    flat_v = layout.v_cache.reshape(-1, *layout.v_cache.shape[2:])
-    return flat_k[rows], flat_v[rows]
 
 
 def graph_layouts(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n: int,
@@ -221,8 +119,6 @@ class FlashInferBackend(Backend):
                          mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict:
         """Plan, then run on ``q[:qo_indptr[-1]]`` writing ``o``'s rows as far (FlashInfer checks that ``q``
         has exactly those rows; ``o``'s later rows must stay unwritten). Returns what was called."""
-        import torch
-
         layout = _ours(lambda: paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
                                             mask_indptr, page_size))
         wrapper = _wrapper_class()(self._workspace(q.device), "NHD", backend=FLASHINFER_BACKEND)
