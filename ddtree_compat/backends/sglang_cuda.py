@@ -9,7 +9,7 @@ all on one CUDA device. One CUDA thread walks each request.
 from __future__ import annotations
 
 from ..families.verify.records import VERIFY
-from ..static.kernels import SGLANG_VERIFY_CUDA
+from ..static.kernels import SGL_KERNEL_OPS, SGLANG_VERIFY_CUDA
 from . import Backend, KernelImpl
 from .sglang_locate import Place, locate
 
@@ -20,7 +20,9 @@ class SGLangCudaBackend(Backend):
     name = "sglang-cuda"
     implements = (
         KernelImpl(VERIFY, "cuda", what="tvm-ffi JIT CUDA kernel", places=PLACES,
-                       static=(SGLANG_VERIFY_CUDA,)),  # nvcc-built for every arch by the static tier
+                       # nvcc-built for every arch by the static tier; and sgl-kernel's prebuilt ops that the
+                       # DDTree trees' verify path imports, read from the library each arch loads
+                       static=(SGLANG_VERIFY_CUDA, SGL_KERNEL_OPS)),
     )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,

@@ -39,12 +39,17 @@ def ddtree_static_cache(request: pytest.FixtureRequest) -> str:
 def ddtree_check_static(request: pytest.FixtureRequest, ddtree_static_cache: str):
     """``check(cell)``: compile one static cell for its arch and judge it; fail or skip with the reason.
 
-    ``out of resources`` / ``illegal instruction`` / compile errors fail, naming kernel, config and arch.
+    ``out of resources`` / ``illegal instruction`` / compile errors fail, naming kernel, config and arch; a
+    cell a known issue covers (by arch, backend and kernel) is an xfail.
     """
     from ..static.runner import run_static
 
     def check(static_cell) -> Verdict:
-        cell = request.node.stash[CELL] = Cell(static_coordinates(static_cell, request.node.nodeid))
+        issue = suite(request.config).known.match(static_cell.arch, static_cell.backend, None, "",
+                                                  static_cell.entry.kernel)
+        cell = request.node.stash[CELL] = Cell(static_coordinates(static_cell, request.node.nodeid), known_issue=issue)
+        if issue is not None:  # a binary known not to fit (known_issues.toml): xfail, strict as the entry says
+            request.applymarker(pytest.mark.xfail(strict=issue.strict, reason=issue.describe()))
         verdict = cell.verdict = run_static(static_cell, ddtree_static_cache)
         if verdict.outcome == "skip":
             pytest.skip(f"{static_cell.id}: {verdict.message}")

@@ -17,10 +17,11 @@ WITHOUT_THE_GPU = (
     "what an arch's cells here leave out: every device cell (kernels run on that GPU, CUDA graphs, faults); what ran "
     "is static (Triton kernels of SGLang and of the DDTree implementations, SGLang's JIT CUDA verify kernel where "
     "nvcc is installed: cubins, SASS, resources per arch) and the emulated tile choices; FlashInfer's verify "
-    "kernel: {flashinfer}; not checked here: sgl-kernel's prebuilt libraries. Passing cells here do not say the "
-    "arch is fine.")
+    "kernel: {flashinfer}; sgl-kernel's prebuilt libraries: {sgl_kernel}. Passing cells here do not say the arch "
+    "is fine.")
 """Said after ``-m <arch>`` on a host without that GPU, so a CPU box's answer is not read as the GPU's."""
-FLASHINFER = "flashinfer"  # the backend whose static cells build FlashInfer's JIT module
+BINARIES = {"flashinfer": ("backend", "flashinfer"), "sgl_kernel": ("kernel", "sgl_kernel_ops")}
+"""Static cells that check a library's binaries, by the user property that names them."""
 """Outcomes always spelled out in a summary line; others (``error``) only when they occur."""
 
 
@@ -34,16 +35,17 @@ class Summary:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.counts: Counter = Counter()
-        self.flashinfer_skip = ""  # why FlashInfer's static cells skipped, when they did
+        self.skips: dict[str, str] = {}  # BINARIES name -> why its static cells skipped, when they did
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
         if "ddtree_outcome" in props:
             self.counts[(_group(props.get("ddtree_tier")), props["ddtree_outcome"])] += 1
-        if props.get("ddtree_tier") == STATIC and props.get("ddtree_backend") == FLASHINFER and "ddtree_outcome" in props:
-            self.counts[(FLASHINFER, props["ddtree_outcome"])] += 1
-            if props["ddtree_outcome"] == "skip" and report.longrepr:
-                self.flashinfer_skip = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else
+        for name, (prop, value) in BINARIES.items():
+            if props.get("ddtree_tier") == STATIC and props.get(f"ddtree_{prop}") == value and "ddtree_outcome" in props:
+                self.counts[(name, props["ddtree_outcome"])] += 1
+                if props["ddtree_outcome"] == "skip" and report.longrepr:
+                    self.skips[name] = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else
                                            report.longrepr)
         if "ddtree_known_issue" in props:
             self.counts[("known", props["ddtree_known_issue"])] += 1
@@ -52,14 +54,14 @@ class Summary:
         shown = [o for o in OUTCOMES if o in SHOWN or self.counts[(group, o)]]
         return ", ".join(f"{self.counts[(group, o)]} {o}" for o in shown)
 
-    def _flashinfer(self) -> str:
-        built = sum(self.counts[(FLASHINFER, o)] for o in OUTCOMES if o != "skip")
-        skipped = self.counts[(FLASHINFER, "skip")]
+    def _binaries(self, name: str) -> str:
+        built = sum(self.counts[(name, o)] for o in OUTCOMES if o != "skip")
+        skipped = self.counts[(name, "skip")]
         if built:
-            return f"built and checked in {built} static cell(s)" + (f", {skipped} skipped" if skipped else "")
+            return f"checked in {built} static cell(s)" + (f", {skipped} skipped" if skipped else "")
         if skipped:
-            return f"not checked ({skipped} static cell(s) skipped: {self.flashinfer_skip[-300:]})"
-        return "not checked (no static FlashInfer cell selected: --ddtree-backend without flashinfer?)"
+            return f"not checked ({skipped} static cell(s) skipped: {self.skips.get(name, '')[-300:]})"
+        return "not checked (no such static cell selected: --ddtree-backend leaves it out?)"
 
     def _any(self, group: str) -> bool:
         return any(self.counts[(group, o)] for o in OUTCOMES)
@@ -75,7 +77,8 @@ class Summary:
             terminalreporter.write_sep("-", "ddtree-compat")
             terminalreporter.write_line(f"no {', '.join(missing)} GPU on this host (detected: {have}): "
                                         f"no device cells selected for -m {config.getoption('markexpr')!r}")
-            terminalreporter.write_line(WITHOUT_THE_GPU.format(flashinfer=self._flashinfer()))
+            terminalreporter.write_line(WITHOUT_THE_GPU.format(flashinfer=self._binaries("flashinfer"),
+                                                               sgl_kernel=self._binaries("sgl_kernel")))
         if not self.counts:
             return
         counts = self.counts

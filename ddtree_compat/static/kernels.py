@@ -27,6 +27,7 @@ from ..families.commit.records import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE
 from ..families.verify.records import VERIFY
 from . import attention_aot, flashinfer_aot, nvcc, triton_aot
 from .build import Build, BuildError, Spec, Unavailable  # noqa: F401 - the entries' vocabulary, re-exported
+from .sgl_kernel_libs import SglKernelLibrary
 
 
 def _unique(specs: Iterable[Spec]) -> list[Spec]:
@@ -255,3 +256,5 @@ SGLANG_VERIFY_ATTENTION = SGLangAttentionKernel(kernel=VERIFY_ATTENTION, head_di
 # The field's shape (head dim 128, bf16: the Qwen3 family) on every arch: one FlashInfer compile is ~30 s of one
 # CPU core, so the other dtype x head-dim modules run on the device tier (each JIT-built there), not here.
 FLASHINFER_VERIFY_ATTENTION = FlashInferPrefillKernel(kernel=VERIFY_ATTENTION, head_dims=(128,), dtypes=("bf16",))
+# sgl-kernel's prebuilt op libraries (no compile: the library each arch loads is read, sgl_kernel_libs)
+SGL_KERNEL_OPS = SglKernelLibrary()

@@ -42,12 +42,13 @@ from ..outcomes import Verdict
 from .build import Build, BuildError, Spec, Unavailable
 from .kernels import CudaJitKernel, FlashInferPrefillKernel, SGLangAttentionKernel, TritonKernel
 from .limits import Usage, limits_for, over_limits
+from .sgl_kernel_libs import SglKernelLibrary
 from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, runs_on
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "static"
 COMPILE_TIMEOUT_S = 1200
 
-Entry = Union[TritonKernel, CudaJitKernel, SGLangAttentionKernel, FlashInferPrefillKernel]
+Entry = Union[TritonKernel, CudaJitKernel, SGLangAttentionKernel, FlashInferPrefillKernel, SglKernelLibrary]
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,10 @@ def run_static(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
                timeout: float = COMPILE_TIMEOUT_S) -> Verdict:
     """Compile ``cell``, inspect its binary, judge it. Never raises for a kernel or toolchain problem."""
     start = time.perf_counter()
+    if hasattr(cell.entry, "check"):  # a prebuilt binary, judged by its entry (sgl_kernel_libs)
+        verdict = cell.entry.check(cell.spec, cell.arch)
+        verdict.duration_s = time.perf_counter() - start
+        return verdict
     try:
         tool = find_cuobjdump()
     except ToolUnavailable as e:
