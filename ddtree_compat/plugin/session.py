@@ -107,7 +107,7 @@ class Suite:
     def static_cells(self) -> list:
         from ..static.runner import static_cells
 
-        return static_cells(self.backends, self.cases()) if self.static else []
+        return static_cells(self.backends, self.cases(), profile=self.profile) if self.static else []
 
     def e2e_arch(self) -> str:
         """The arch the e2e servers run on (the first visible GPU), ``nogpu`` without one."""

@@ -66,14 +66,18 @@ class StaticCell:
         return f"static-{self.arch}-{self.backend}-{self.entry.kernel}-{self.spec.id}"
 
 
-def static_cells(backends: Iterable, cases: Iterable[VerifyCase], archs: Iterable[str] = STATIC_ARCHES) -> list[StaticCell]:
+def static_cells(backends: Iterable, cases: Iterable[VerifyCase], archs: Iterable[str] = STATIC_ARCHES,
+                 profile: str = "full") -> list[StaticCell]:
     """Every cell: arch x backend x the static entries of the kernels it implements x their
-    specializations over ``cases``."""
+    specializations over ``cases``. An entry with ``default_archs`` (a heavy build) compiles only for those
+    outside the ``full`` profile (the nightly workflow's)."""
     cases = tuple(cases)
     cells = []
     for arch in archs:
         for backend in backends:
             for entry in (e for impl in getattr(backend, "implements", ()) for e in impl.static):
+                if profile != "full" and getattr(entry, "default_archs", None) and arch not in entry.default_archs:
+                    continue
                 cells += [StaticCell(arch, backend.name, entry, spec) for spec in entry.specs(cases, arch)]
     return cells
 

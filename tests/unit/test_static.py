@@ -166,6 +166,16 @@ def test_specializations_come_from_the_cases():
                                      "static-sm90-b-verify_tree_greedy-bs3-w9-c9", "static-sm90-b-verify_tree_greedy-bs1-w13-c13"]
 
 
+def test_a_heavy_build_runs_on_its_default_archs_outside_the_full_profile():
+    """FlashInfer's verify kernel (~30 s a build): sm120 only in the default profile (CI), every arch in ``full``."""
+    from ddtree_compat.backends.flashinfer import FlashInferBackend
+
+    cases = [make_case(8, "spine", "deep", 3)]
+    default = {c.arch for c in static_cells([FlashInferBackend()], cases, profile="default")}
+    full = {c.arch for c in static_cells([FlashInferBackend()], cases, profile="full")}
+    assert default == {"sm120"} and full == set(STATIC_ARCHES)
+
+
 def test_commit_and_attention_specializations():
     cases = [make_case(8, "spine", "deep", 3), make_case(12, "spine", "deep", 5)]
     assert [(s.id, dict(s.constexprs)) for s in SGLANG_FRONT_OUT_TRITON.specs(cases, "sm120")] == [
