@@ -537,7 +537,8 @@ def main(argv: list[str] | None = None) -> int:
     for n in range(args.rounds):
         for label, repo in repos:
             if not stop:
-                run = run_once(label, repo, sweep_args, work / f"{label}-{n}", args.pytest, not args.shared_triton_cache)
+                run = run_once(label, repo, sweep_args, work / f"{label}-{n}", args.pytest,
+                               not args.shared_triton_cache)
                 stop = run["interrupted"]
                 if "failed" not in run:
                     runs[label].append(run)

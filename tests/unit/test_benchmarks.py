@@ -160,8 +160,8 @@ def test_kernel_test_paths_follow_the_checkout(phases, tmp_path):
 def test_the_sweep_command_gets_its_own_results_file_and_the_probe_last(phases, tmp_path):
     repo = tmp_path / "repo"
     cmd, results = phases.command(repo, ["--tier", "interpret", "--", "-k", "b8"], tmp_path / "run", False)
-    assert cmd[1:] == ["-m", "ddtree_compat", "sweep", "--name", "sweep", "--out-dir", str(tmp_path / "run" / "results"),
-                       "--tier", "interpret", "--", "-k", "b8", "-p", phases.PROBE_MODULE]
+    assert cmd[1:] == ["-m", "ddtree_compat", "sweep", "--name", "sweep", "--out-dir",
+                       str(tmp_path / "run" / "results"), "--tier", "interpret", "--", "-k", "b8", "-p", phases.PROBE_MODULE]
     assert results == tmp_path / "run" / "results" / "sweep.jsonl"
     cmd, results = phases.command(repo, ["--out-dir", "out", "--name", "x.jsonl"], tmp_path / "run", False)
     assert cmd[-3:] == ["--", "-p", phases.PROBE_MODULE] and results == repo / "out" / "x.jsonl"
