@@ -18,6 +18,9 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
 ``--test-command`` times the README's test command instead (``python -m pytest -n auto``, wall and CPU
 time of it and its children) and prints the per-module table (sum of test durations per file, from a
 JUnit XML); ``--from-junit FILE`` prints that table from an earlier run's XML without running anything.
+
+Where one sweep's wall time goes (start-up, collection, setup / call / teardown, kernel, gaps, report), for
+several commits side by side: ``benchmarks/sweep_phases.py`` (standalone: it imports nothing of the checkout).
 """
 
 from __future__ import annotations

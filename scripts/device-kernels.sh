@@ -2,7 +2,7 @@
 # The kernel tiers on a lent GPU host without network (the H200 runs of docs/device-runs.md), from the repo
 # root, after the SGLang 0.5.23 site bundle (../shared/device-sglang/build-carry.sh, 45 MB parts) is staged in
 # /tmp/sgl_parts and the DDTree tarballs / stripped sglang wheels are carried:
-#   bash scripts/device-kernels.sh OUT STEP...      STEP: ddtree | default | versions VERSION...
+#   bash scripts/device-kernels.sh OUT STEP...      STEP: ddtree | default | phases | versions VERSION...
 # Writes results JSONL and reports into OUT. Each step runs the README's main job (python -m ddtree_compat
 # sweep) on the device tier; its exit status is kept in OUT/steps.txt.
 set -uo pipefail
@@ -31,6 +31,20 @@ while [ $# -gt 0 ]; do
     default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
       sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
         --ignore=tests/kernels/test_ddtree.py ;;
+    phases)  # the default sweep's wall time phase by phase (issue 25), for this tree and, when there, the before
+      # tree (b1d9ac2) at /tmp/before, unpacked from .carry/before.tar.gz (git archive: the device copy has no history)
+      if [ ! -d /tmp/before ] && [ -f .carry/before.tar.gz ]; then
+        mkdir -p /tmp/before && tar -C /tmp/before -xzf .carry/before.tar.gz
+      fi
+      repos=(--repo after=.)
+      [ -d /tmp/before ] && repos=(--repo before=/tmp/before "${repos[@]}")
+      start=$SECONDS
+      PYTHONPATH=$SITE timeout -s INT "${STEP_S:-480}" python3 benchmarks/sweep_phases.py "${repos[@]}" \
+        --work-dir /tmp/phases --out "$OUT/phases.md" -- --tier device --timeout 60 -- --ddtree-static=off \
+        --ignore=tests/kernels/test_verify_attention.py --ignore=tests/kernels/test_ddtree.py > "$OUT/phases.log" 2>&1
+      echo "phases exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
+      # the runs' data in one file ($OUT brings back 8 files at most): probe lines, timestamped logs, results
+      tar -C /tmp/phases -czf "$OUT/phases-data.tar.gz" --exclude=module --exclude='*.html' --exclude='*.png' . ;;
     flashinfer)  # FlashInfer's verify attention, eager and in a CUDA graph, over the attention device profile,
       # with the DDTree carry's flashinfer (scripts/build-ddtree-carry.sh, then scripts/ddtree-device-setup.sh);
       # the first cell of each dtype x head_dim waits for FlashInfer's JIT build (under a minute each on the H200)
