@@ -20,17 +20,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import time
-import uuid
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from unittest import mock
 
 from ..arch import parse_arch
 from .build import Build, BuildError, Unavailable
-from .nvcc import NINJA_TIMEOUT_S, toolchain_reason
+from .nvcc import publish_build, toolchain_reason
 
 MASK_SOURCE = "batch_prefill_paged_kernel_mask_2.cu"  # FlashInfer's paged prefill with a custom mask (MaskMode 2)
 FUNCTION = "BatchPrefillWithPagedKVCacheKernel"
@@ -109,21 +107,8 @@ def build_prefill(dtype: str, head_dim: int, arch: str, cache_dir: str) -> Build
     config = " ".join(dict.fromkeys(re.findall(r"-gencode=\S+", text)))
     command = f"{nvcc} $cuda_cflags -c {source} -o {obj}  (FlashInfer's build.ninja for {module})"
     start = time.perf_counter()
-    if not (out / "build.ninja").is_file():
-        staging = out.parent / f".staging-{uuid.uuid4().hex}"
-        staging.mkdir(parents=True)
-        try:
-            (staging / "build.ninja").write_text(ninja)
-            r = subprocess.run(["ninja", "-f", "build.ninja", obj], cwd=staging, capture_output=True, text=True,
-                               timeout=NINJA_TIMEOUT_S)
-            if r.returncode != 0:
-                return BuildError("nvcc-compile-error", f"{command}\n{(r.stdout + r.stderr)[-4000:]}")
-            try:
-                staging.rename(out)
-            except OSError:
-                if not (out / "build.ninja").is_file():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    failed = publish_build(out, {"build.ninja": ninja}, [obj], command)
+    if failed is not None:
+        return failed
     return Build(binary=str(out / obj), config=config, dynamic_smem=0, threads=THREADS, functions=FUNCTION,
                  command=command, seconds=time.perf_counter() - start)

@@ -100,6 +100,33 @@ def toolchain_reason(nvcc: str, arch: str, who: str = "SGLang") -> str | None:
     return None
 
 
+def publish_build(out: Path, files: dict[str, str], targets: list[str], command: str) -> BuildError | None:
+    """Run ninja for ``targets`` over ``files`` (``build.ninja`` among them) in a staging folder beside ``out``,
+    then publish it as ``out`` whole (``out/build.ninja`` marks a finished build: an existing one is reused).
+    Returns the nvcc error, if any."""
+    if (out / "build.ninja").is_file():
+        return None
+    staging = out.parent / f".staging-{uuid.uuid4().hex}"
+    staging.mkdir(parents=True)
+    try:
+        for name, text in files.items():
+            if name != "build.ninja":
+                (staging / name).write_text(text)
+        (staging / "build.ninja").write_text(files["build.ninja"])
+        r = subprocess.run(["ninja", "-f", "build.ninja", *targets], cwd=staging, capture_output=True, text=True,
+                           timeout=NINJA_TIMEOUT_S)
+        if r.returncode != 0:
+            return BuildError("nvcc-compile-error", f"{command}\n{(r.stdout + r.stderr)[-4000:]}")
+        try:
+            staging.rename(out)
+        except OSError:  # another worker published the same build first
+            if not (out / "build.ninja").is_file():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return None
+
+
 def build_module(loader: str, function: str, threads: int, arch: str, cache_dir: str) -> Build | Unavailable | BuildError:
     """Compile a SGLang JIT module's CUDA objects for ``arch`` (cached). Never raises for a toolchain gap
     (:class:`Unavailable`) or an nvcc error (:class:`BuildError`)."""
@@ -123,24 +150,9 @@ def build_module(loader: str, function: str, threads: int, arch: str, cache_dir:
     config = " ".join(f for f in flags.split() if f.startswith(("-gencode", "-DSGL_CUDA_ARCH")))
     command = f"{nvcc} {flags} -c {' '.join(sources) or '?'} -o {objects[0]}"
     start = time.perf_counter()
-    if not (out / "build.ninja").is_file():
-        staging = out.parent / f".staging-{uuid.uuid4().hex}"
-        staging.mkdir(parents=True)
-        try:
-            for name, source in sources.items():
-                (staging / name).write_text(source)
-            (staging / "build.ninja").write_text(text)
-            r = subprocess.run(["ninja", "-f", "build.ninja", *objects], cwd=staging, capture_output=True,
-                               text=True, timeout=NINJA_TIMEOUT_S)
-            if r.returncode != 0:
-                return BuildError("nvcc-compile-error", f"{command}\n{(r.stdout + r.stderr)[-4000:]}")
-            try:
-                staging.rename(out)  # publish whole; build.ninja last-written marks it complete
-            except OSError:
-                if not (out / "build.ninja").is_file():
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+    failed = publish_build(out, {**sources, "build.ninja": text}, objects, command)
+    if failed is not None:
+        return failed
     seconds = time.perf_counter() - start
     return Build(binary=str(out / objects[0]), config=config, dynamic_smem=0, threads=threads,
                  functions=function, command=command, seconds=seconds)
