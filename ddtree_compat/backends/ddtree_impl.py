@@ -13,15 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import impls
-from ..families.attention.records import KERNEL as VERIFY_ATTENTION
+from ..families.attention.records import CASCADE_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..families.ddtree import places
-from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS, FA_FULL
+from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS, FA_FULL, FA_SUFFIX
 from ..static.kernels import Spec, TritonKernel
 from . import Backend, KernelImpl
 from .sglang_locate import AdapterError, Place, locate
 
 FA3 = (Place("sgl_kernel.flash_attn", "flash_attn_with_kvcache", seen="sglang-kernel 0.4.3, 0.4.5"),)
 """SGLang's FA3 (sgl-kernel's ``flash_ops``), which its ``fa3`` attention backend calls for target verify."""
+MERGE = (Place("sgl_kernel", "merge_state_v2", seen="sglang-kernel 0.4.3, 0.4.5"),)
+"""The cascade's merge of two attention passes by their log-sum-exp (sgl-kernel's prebuilt ``common_ops``)."""
 
 SPEC_PREFIX = "ddtree-impl:"
 
@@ -50,6 +52,19 @@ def _fa3_refuse(target, case) -> str | None:
         return (f"the implementation's FA verify metadata takes page size 1 only (its flashattention backend raises "
                 f"for page size {case.page_size})")
     return None
+
+
+def _fa3_cascade_refuse(target, case) -> str | None:
+    """As :func:`_fa3_refuse`; also sgl-kernel's ``merge_state_v2`` must load, and every request needs a prefix
+    (a server's target verify always has one, its prompt: a prefix pass over no keys is not a case it meets)."""
+    from .sglang_locate import reason
+
+    why = _fa3_refuse(target, case)
+    if why or case is None:
+        return why
+    if min(case.prefix_lens) == 0:
+        return "a request without a prefix: SGLang's target verify always has one (the prompt), the cascade's prefix pass needs it"
+    return reason(MERGE)
 
 
 def interpret_subset(target, case) -> str | None:
@@ -93,6 +108,9 @@ class DDTreeImplBackend(Backend):
         if any(i.kernel == FA_FULL.name for i in declared):
             declared.append(KernelImpl(VERIFY_ATTENTION, "cuda", places=FA3, refuse=_fa3_refuse,
                                        what=f"{where}'s one-pass FA verify metadata feeding sgl-kernel's FA3"))
+        if any(i.kernel == FA_SUFFIX.name for i in declared):
+            declared.append(KernelImpl(CASCADE_KERNEL, "cuda", places=FA3, refuse=_fa3_cascade_refuse,
+                                       what=f"{where}'s FA suffix metadata: sgl-kernel's FA3 cascade"))
         if impl.dflash_builder is not None:
             if not any(i.kernel == BUILD_CPU.name for i in declared):
                 declared.append(KernelImpl(BUILD_CPU.name, "host", what=f"{where}'s build_ddtree_tree_one_req",
@@ -161,24 +179,22 @@ class DDTreeImplBackend(Backend):
             visibility=visibility, req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
             page_table=page_table, cache_seqlens=cache_seqlens, q_len=q)
 
-    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
-                         mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict:
-        """Target verify on SGLang's ``fa3`` backend with this implementation's DDTree path (the one-pass
-        "full" expand, its default without tree attention): the case's tree rows written after each prefix
-        (``req_to_token``), the implementation's ``build_ddtree_fa_full_metadata_triton`` giving each query row
-        a page-table row of its prefix and visible tree nodes, then sgl-kernel's ``flash_attn_with_kvcache``
-        over it, non-causal, one query row per sequence, as its flashattention backend calls it."""
+    def _fa3_inputs(self, k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n,
+                    page_size):
+        """The case as SGLang's fa3 target verify sees it (page size 1): the pool with the tree rows written after
+        each prefix, ``req_to_token`` rows (prefix slots, then tree slots), the tree's visibility ``[bs, n, n]``
+        from the mask blocks, the prefix lengths, and the page-table width (prefix capacity + ``n``).
+
+        Raises:
+            AdapterError: the case does not lay out that way (ours, never a kernel fault).
+        """
         import torch
 
         from ..families.attention.paging import paged_layout
 
-        fa3, _ = locate(FA3)
-        device = q.device
-        qo, kv, mi = qo_indptr.tolist(), kv_indptr.tolist(), mask_indptr.tolist()
-        bs, n = len(qo) - 1, max_len_extend
-        rows = bs * n
-
-        def inputs():
+        try:
+            qo, kv, mi = qo_indptr.tolist(), kv_indptr.tolist(), mask_indptr.tolist()
+            bs, device = len(qo) - 1, k.device
             if any(qo[b + 1] - qo[b] != n for b in range(bs)) or page_size != 1:
                 raise ValueError(f"needs {n} rows per request and page size 1")
             layout = paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
@@ -190,13 +206,26 @@ class DDTreeImplBackend(Backend):
                 slots = layout.kv_indices[layout.kv_indptr[b]:layout.kv_indptr[b + 1]]
                 req_to_token[b, :slots.numel()] = slots
             blocks = [custom_mask[mi[b]:mi[b + 1]].view(n, prefixes[b] + n)[:, prefixes[b]:].bool() for b in range(bs)]
-            return (layout, req_to_token, torch.stack(blocks), torch.tensor(prefixes, dtype=torch.int64, device=device),
-                    width)
-
-        try:
-            layout, req_to_token, visibility, seq_lens, width = inputs()
+            return (layout, req_to_token, torch.stack(blocks),
+                    torch.tensor(prefixes, dtype=torch.int64, device=device), width)
         except Exception as e:  # noqa: BLE001 - our layout, not the implementation's
             raise AdapterError(f"FA3 verify adapter: {type(e).__name__}: {e}") from e
+
+    def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                         mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict:
+        """Target verify on SGLang's ``fa3`` backend with this implementation's DDTree path (the one-pass
+        "full" expand, its default without tree attention): the implementation's
+        ``build_ddtree_fa_full_metadata_triton`` gives each query row a page-table row of its prefix and visible
+        tree nodes, then sgl-kernel's ``flash_attn_with_kvcache`` runs over it, non-causal, one query row per
+        sequence, as its flashattention backend calls it."""
+        import torch
+
+        fa3, _ = locate(FA3)
+        device, n = q.device, max_len_extend
+        layout, req_to_token, visibility, seq_lens, width = self._fa3_inputs(
+            k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n, page_size)
+        bs = seq_lens.numel()
+        rows = bs * n
         page_table = torch.zeros(rows, width, dtype=torch.int32, device=device)
         cache_seqlens = torch.zeros(rows, dtype=torch.int32, device=device)
         self.ddtree_fa_full(visibility, req_to_token, torch.arange(bs, dtype=torch.int64, device=device), seq_lens,
@@ -209,6 +238,46 @@ class DDTreeImplBackend(Backend):
                   softcap=0.0, return_softmax_lse=False, ver=3)
         o[:rows] = out
         return {"call": f"{self.name} FA full metadata + sgl-kernel FA3 flash_attn_with_kvcache"}
+
+    def verify_attention_cascade(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+                                 custom_mask, mask_indptr, max_len_extend, sm_scale, page_size) -> dict:
+        """Target verify on SGLang's ``fa3`` backend with this implementation's tree attention (cascade): FA3 over
+        each request's prefix for all its ``n`` rows (non-causal, with the log-sum-exp), FA3 over the tree with
+        the implementation's ``build_ddtree_fa_suffix_metadata_triton`` (each row one sequence over its
+        ancestors and itself), then sgl-kernel's ``merge_state_v2`` of the two, as its flashattention backend
+        does."""
+        import torch
+
+        fa3, _ = locate(FA3)
+        merge, _ = locate(MERGE)
+        device, n = q.device, max_len_extend
+        layout, req_to_token, visibility, seq_lens, width = self._fa3_inputs(
+            k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n, page_size)
+        bs = seq_lens.numel()
+        rows = bs * n
+        q_rows = q[:rows].contiguous()
+        prefix_k = torch.zeros(bs + 1, dtype=torch.int32, device=device)
+        prefix_k[1:] = torch.cumsum(seq_lens, 0, dtype=torch.int32)
+        o_prefix, lse_prefix, *_ = fa3(
+            q=q_rows, k_cache=layout.k_cache, v_cache=layout.v_cache, page_table=req_to_token,
+            cache_seqlens=seq_lens.to(torch.int32), cu_seqlens_q=torch.arange(0, rows + 1, n, dtype=torch.int32,
+                                                                               device=device),
+            cu_seqlens_k_new=prefix_k, max_seqlen_q=n, softmax_scale=sm_scale, causal=False, window_size=(-1, -1),
+            softcap=0.0, return_softmax_lse=True, ver=3)
+        page_table = torch.zeros(rows, n, dtype=torch.int32, device=device)
+        cache_seqlens = torch.zeros(rows, dtype=torch.int32, device=device)
+        self.ddtree_fa_suffix(visibility, req_to_token, torch.arange(bs, dtype=torch.int64, device=device), seq_lens,
+                              page_table, cache_seqlens, n)
+        cu_k = torch.zeros(rows + 1, dtype=torch.int32, device=device)
+        cu_k[1:] = torch.cumsum(cache_seqlens, 0, dtype=torch.int32)
+        o_tree, lse_tree, *_ = fa3(
+            q=q_rows, k_cache=layout.k_cache, v_cache=layout.v_cache, page_table=page_table,
+            cache_seqlens=cache_seqlens, cu_seqlens_q=torch.arange(rows + 1, dtype=torch.int32, device=device),
+            cu_seqlens_k_new=cu_k, max_seqlen_q=1, softmax_scale=sm_scale, causal=False, window_size=(-1, -1),
+            softcap=0.0, return_softmax_lse=True, ver=3)
+        merged, _ = merge(o_prefix, lse_prefix.T.contiguous(), o_tree, lse_tree.T.contiguous())
+        o[:rows] = merged
+        return {"call": f"{self.name} FA3 cascade: prefix pass, FA suffix metadata pass, merge_state_v2"}
 
     def ddtree_follow(self, draft, target, parents, sizes, out_indices, out_tokens, out_lens, out_next) -> None:
         self._kernels().follow_ddtree_verified_path_triton(

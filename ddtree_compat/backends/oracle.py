@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
+from ..families.attention.records import CASCADE_KERNEL, GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..families.commit.records import KERNELS as COMMIT_KERNELS
 from ..families.verify.records import VERIFY
 from ..families.verify.oracle import verify_greedy_eagle
@@ -25,7 +25,7 @@ from . import Backend, KernelImpl
 class OracleBackend(Backend):
     name = "oracle"
     implements = tuple(KernelImpl(k, "host", what="the oracle (Python on the host)")
-                       for k in (VERIFY, *COMMIT_KERNELS, VERIFY_ATTENTION, GRAPH_KERNEL))
+                       for k in (VERIFY, *COMMIT_KERNELS, VERIFY_ATTENTION, GRAPH_KERNEL, CASCADE_KERNEL))
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:
@@ -101,5 +101,12 @@ class OracleBackend(Backend):
                                mask_indptr, max_len_extend, sm_scale, page_size, capacity, captured_batch) -> None:
         """The graph's contract: a replay at the live layout gives what one eager call at that layout gives
         (no graph on the host: :meth:`verify_attention`)."""
+        self.verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                              mask_indptr, max_len_extend, sm_scale, page_size)
+
+    def verify_attention_cascade(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                                 mask_indptr, max_len_extend, sm_scale, page_size) -> None:
+        """The cascade's contract: two passes merged by their log-sum-exp give the one-pass attention
+        (:meth:`verify_attention`)."""
         self.verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
                               mask_indptr, max_len_extend, sm_scale, page_size)

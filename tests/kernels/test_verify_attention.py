@@ -21,3 +21,10 @@ def test_verify_attention_graph(ddtree_target, ddtree_backend, ddtree_attention_
     replayed at the live width and batch (padding requests fill the batch); judged like the eager call."""
     verdict = ddtree_check(ddtree_target, ddtree_backend, "verify_attention_graph", ddtree_attention_graph_case)
     assert verdict.message.startswith("max |err| "), verdict.message
+
+
+def test_verify_attention_cascade(ddtree_target, ddtree_backend, ddtree_attention_cascade_case, ddtree_check):
+    """The same cases as a cascade: the prefix pass and the tree pass (each row over its own ancestors), merged by
+    their log-sum-exp (SGLang's fa3 target verify with a DDTree implementation's tree attention); judged alike."""
+    verdict = ddtree_check(ddtree_target, ddtree_backend, "verify_attention_cascade", ddtree_attention_cascade_case)
+    assert verdict.message.startswith("max |err| "), verdict.message

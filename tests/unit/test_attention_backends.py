@@ -3,6 +3,8 @@ buffers as a paged KV cache: each request's keys read back through the page tabl
 tree rows; the graph call's capture and live layouts; its errors as the suite's ``error``) and FA3 through a
 DDTree implementation's FA metadata (who declares it, where it runs)."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -11,8 +13,8 @@ from ddtree_compat.backends.flashinfer import FlashInferBackend, graph_layouts
 from ddtree_compat.families.attention.paging import gather_keys, paged_layout, request_pages
 from ddtree_compat.backends.sglang_locate import AdapterError
 from ddtree_compat.families.attention.checks import build, verify_attention_reference
-from ddtree_compat.families.attention.records import (GRAPH_KERNEL, KERNEL, AttentionCase, _tree, attention_cases,
-                                                      captured_batch)
+from ddtree_compat.families.attention.records import (CASCADE_KERNEL, GRAPH_KERNEL, KERNEL, AttentionCase, _tree,
+                                                      attention_cases, captured_batch)
 from ddtree_compat.harness.calls import fault_verdict
 from ddtree_compat.tiers import Target
 
@@ -113,17 +115,21 @@ def test_runs_on_the_device_tier_only_and_says_so():
 
 
 def test_fa3_verify_attention_is_declared_by_implementations_with_fa_metadata(tmp_path):
-    from ddtree_compat.backends.ddtree_impl import FA3, DDTreeImplBackend, _fa3_refuse
+    from ddtree_compat.backends.ddtree_impl import FA3, DDTreeImplBackend, _fa3_cascade_refuse, _fa3_refuse
     from ddtree_compat.impls import DDTreeImpl
 
     def impl(*functions):
         return DDTreeImpl("x", tmp_path, kernel_module=tmp_path / "ddtree.py", kernel_functions=frozenset(functions))
 
-    with_fa = DDTreeImplBackend(impl("build_ddtree_fa_full_metadata_triton", "build_ddtree_tree_triton"))
+    with_fa = DDTreeImplBackend(impl("build_ddtree_fa_full_metadata_triton", "build_ddtree_fa_suffix_metadata_triton",
+                                     "build_ddtree_tree_triton"))
     without = DDTreeImplBackend(impl("build_ddtree_tree_triton"))
-    declared = [i for i in with_fa.implements if i.kernel == KERNEL]
-    assert len(declared) == 1 and declared[0].places == FA3 and declared[0].runtime == "cuda"
-    assert KERNEL not in [i.kernel for i in without.implements]
+    declared = [i for i in with_fa.implements if i.kernel in (KERNEL, CASCADE_KERNEL)]
+    assert [i.kernel for i in declared] == [KERNEL, CASCADE_KERNEL]
+    assert all(i.places == FA3 and i.runtime == "cuda" for i in declared)
+    assert not {KERNEL, CASCADE_KERNEL} & {i.kernel for i in without.implements}
+    no_prefix = replace(CASES[2], prefix=0)
+    assert "without a prefix" in _fa3_cascade_refuse(Target("device", "cuda:0", arch="sm90"), no_prefix)
     assert "sm90 only" in _fa3_refuse(Target("device", "cuda:0", arch="sm120"), CASES[0])
     assert "page size 1 only" in _fa3_refuse(Target("device", "cuda:0", arch="sm90"), CASES[0])
     assert _fa3_refuse(Target("device", "cuda:0", arch="sm90"), CASES[2]) is None

@@ -328,5 +328,20 @@ def run_attention_graph(case: AttentionCase, backend, target: Target) -> Verdict
     return verdict
 
 
-__all__ = ["AttentionLayout", "Tolerance", "TOLERANCES", "build", "judge", "run_attention", "run_attention_graph",
+def run_attention_cascade(case: AttentionCase, backend, target: Target) -> Verdict:
+    """As :func:`run_attention`, through ``backend.verify_attention_cascade`` (the prefix and the tree attended
+    in two passes and merged); judged the same way."""
+    lay = build(case, target.device)
+    before = lay.input_bits()
+    try:
+        launch, duration = call_once(
+            lambda: backend.verify_attention_cascade(*lay.args(), page_size=case.page_size), target.device)
+    except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
+        return fault_verdict(e)
+    verdict = judge(case, lay, before, launch, None, target)
+    verdict.duration_s = duration
+    return verdict
+
+
+__all__ = ["AttentionLayout", "Tolerance", "TOLERANCES", "build", "judge", "run_attention", "run_attention_cascade", "run_attention_graph",
            "verify_attention_reference"]

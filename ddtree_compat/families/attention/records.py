@@ -26,6 +26,7 @@ from ...records import CaseContext, KernelRecord
 SCHEMA = "ddtree-compat/attention-case/1"
 KERNEL = "verify_attention"
 GRAPH_KERNEL = "verify_attention_graph"
+CASCADE_KERNEL = "verify_attention_cascade"
 CAPTURED_BATCHES = (1, 2, 4, 8, 16)  # the batch sizes a CUDA-graph runner captures (SGLang's default list starts so)
 NATIVE = "native"
 TILES = (NATIVE, *TILE_ARCHES)
@@ -294,4 +295,15 @@ GRAPH_RECORD = KernelRecord(
     for_backend=_native,
     table="attention",
 )
-RECORDS = (RECORD, GRAPH_RECORD)
+CASCADE_RECORD = KernelRecord(
+    name=CASCADE_KERNEL,
+    summary="verify attention as a cascade: the prefix pass and the tree pass (each row over its own ancestors), "
+            "merged by their log-sum-exp",
+    case_param="ddtree_attention_cascade_case",
+    case_type=AttentionCase,
+    cases=_cases,
+    run="ddtree_compat.families.attention.checks:run_attention_cascade",
+    for_backend=_native,
+    table="attention",
+)
+RECORDS = (RECORD, GRAPH_RECORD, CASCADE_RECORD)
