@@ -100,7 +100,8 @@ def _runtime_reason(impl: KernelImpl, target: Target) -> str | None:
     if impl.runtime == "host":
         return None
     if impl.runtime == "cuda":
-        return None if target.tier == "device" else f"{impl.what or 'a CUDA kernel'} runs on the device tier only"
+        return None if target.tier == "device" else (f"{impl.what or 'a CUDA kernel'} runs on the device tier only "
+                                                     f"(a CUDA GPU; this target is {target.tier})")
     if impl.runtime == "triton":
         if target.tier == "interpret" and not interpreter_on():
             return "interpret tier needs TRITON_INTERPRET=1 set before Triton is imported"

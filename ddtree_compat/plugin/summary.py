@@ -15,11 +15,14 @@ from .session import active, suite
 SHOWN = ("pass", "wrong", "zero-accept", "fault", "skip")
 WITHOUT_THE_GPU = (
     "what an arch's cells here leave out: every device cell (kernels run on that GPU, CUDA graphs, faults); what ran "
-    "is static (Triton kernels of SGLang and of the DDTree implementations, SGLang's JIT CUDA verify kernel where "
-    "nvcc is installed: cubins, SASS, resources per arch) and the emulated tile choices; FlashInfer's verify "
-    "kernel: {flashinfer}; sgl-kernel's prebuilt libraries: {sgl_kernel}. Passing cells here do not say the arch "
-    "is fine.")
+    "here: {ran}; FlashInfer's verify kernel: {flashinfer}; sgl-kernel's prebuilt libraries: {sgl_kernel}. Passing "
+    "cells here do not say the arch is fine.")
 """Said after ``-m <arch>`` on a host without that GPU, so a CPU box's answer is not read as the GPU's."""
+STATIC_RAN = ("static builds ({n} cell(s): Triton kernels of SGLang and of the DDTree implementations, SGLang's JIT "
+              "CUDA verify kernel where nvcc is installed; cubins, SASS, static resources per arch)")
+EMULATED_RAN = "SGLang's tile choice for the arch emulated here ({n} cell(s))"
+FLASHINFER_SCOPE = ("bf16, head dim 128; registers, static shared memory and SASS: FlashInfer sizes its dynamic "
+                    "shared memory on the device at launch, which only a device cell runs")
 BINARIES = {"flashinfer": ("backend", "flashinfer"), "sgl_kernel": ("kernel", "sgl_kernel_ops")}
 """Static cells that check a library's binaries, by the user property that names them."""
 """Outcomes always spelled out in a summary line; others (``error``) only when they occur."""
@@ -41,6 +44,8 @@ class Summary:
         props = dict(report.user_properties)
         if "ddtree_outcome" in props:
             self.counts[(_group(props.get("ddtree_tier")), props["ddtree_outcome"])] += 1
+        if "ddtree_outcome" in props and "@emulated-" in (props.get("ddtree_kernel") or ""):
+            self.counts[("emulated", props["ddtree_outcome"])] += 1
         for name, (prop, value) in BINARIES.items():
             if props.get("ddtree_tier") == STATIC and props.get(f"ddtree_{prop}") == value and "ddtree_outcome" in props:
                 self.counts[(name, props["ddtree_outcome"])] += 1
@@ -54,11 +59,18 @@ class Summary:
         shown = [o for o in OUTCOMES if o in SHOWN or self.counts[(group, o)]]
         return ", ".join(f"{self.counts[(group, o)]} {o}" for o in shown)
 
+    def _ran(self) -> str:
+        static = sum(self.counts[(STATIC, o)] for o in OUTCOMES if o != "skip")
+        emulated = sum(self.counts[("emulated", o)] for o in OUTCOMES if o != "skip")
+        parts = ([STATIC_RAN.format(n=static)] if static else []) + ([EMULATED_RAN.format(n=emulated)] if emulated else [])
+        return " and ".join(parts) or "nothing for the arch (every selected cell skipped)"
+
     def _binaries(self, name: str) -> str:
         built = sum(self.counts[(name, o)] for o in OUTCOMES if o != "skip")
         skipped = self.counts[(name, "skip")]
         if built:
-            return f"checked in {built} static cell(s)" + (f", {skipped} skipped" if skipped else "")
+            scope = f" ({FLASHINFER_SCOPE})" if name == "flashinfer" else ""
+            return f"checked in {built} static cell(s){scope}" + (f", {skipped} skipped" if skipped else "")
         if skipped:
             return f"not checked ({skipped} static cell(s) skipped: {self.skips.get(name, '')[-300:]})"
         return "not checked (no such static cell selected: --ddtree-backend leaves it out?)"
@@ -77,7 +89,7 @@ class Summary:
             terminalreporter.write_sep("-", "ddtree-compat")
             terminalreporter.write_line(f"no {', '.join(missing)} GPU on this host (detected: {have}): "
                                         f"no device cells selected for -m {config.getoption('markexpr')!r}")
-            terminalreporter.write_line(WITHOUT_THE_GPU.format(flashinfer=self._binaries("flashinfer"),
+            terminalreporter.write_line(WITHOUT_THE_GPU.format(ran=self._ran(), flashinfer=self._binaries("flashinfer"),
                                                                sgl_kernel=self._binaries("sgl_kernel")))
         if not self.counts:
             return

@@ -38,6 +38,18 @@ OPS = (  # sgl-kernel op -> a substring of its CUDA kernel's mangled name (read 
 sampling verify, the tree mask's packing, FA3's cascade merge)."""
 
 
+def _pinned_wheel() -> str:
+    """``sglang-kernel==X`` as the installed SGLang pins it (sgl-kernel's distribution name), else unpinned."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        pins = [re.match(r"sglang[-_]kernel\s*==\s*([^;\s]+)", r) for r in requires("sglang") or []]
+    except PackageNotFoundError:
+        pins = []
+    version = next((m.group(1) for m in pins if m), None)
+    return f"sglang-kernel=={version}" if version else "sglang-kernel"
+
+
 class _Chosen(Exception):
     """Raised from inside sgl-kernel's loader once it has chosen a file."""
 
@@ -46,8 +58,8 @@ def library_for(arch: str) -> Path | Unavailable:
     """The ``common_ops`` file sgl-kernel's own ``load_utils`` loads on a GPU of ``arch``."""
     spec = importlib.util.find_spec("sgl_kernel")  # locating only: importing sgl_kernel loads a library
     if spec is None or not spec.submodule_search_locations:
-        return Unavailable("sgl-kernel is not installed (a GPU host's SGLang install has it; on a CPU box: "
-                           "pip install --no-deps sglang-kernel==<the installed SGLang's pin>)")
+        return Unavailable(f"sgl-kernel is not installed (a GPU host's SGLang install has it; on a CPU box: "
+                           f"pip install --no-deps {_pinned_wheel()}, about 400 MB)")
     package = Path(list(spec.submodule_search_locations)[0])
     loader_file = package / "load_utils.py"
     if not loader_file.is_file():

@@ -18,7 +18,7 @@ def test_the_start_says_which_backends_run_and_which_skip_and_why(pytester, veri
     result.stdout.fnmatch_lines(["ddtree-compat: tier interpret, profile default, * backend(s)",
                                  "  oracle on interpret: runs all * kernels",
                                  "  sglang-cuda on interpret: skips verify_tree_greedy: tvm-ffi JIT CUDA kernel runs on "
-                                 "the device tier only",
+                                 "the device tier only (a CUDA GPU; this target is interpret)",
                                  "  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH*",
                                  "  CUDA-graph cells (kernel@graph) skip on interpret: CUDA graphs need the device tier"])
 
@@ -57,4 +57,5 @@ def test_a_backend_line_groups_its_kernels_by_reason():
         implements = (KernelImpl("verify_tree_greedy", "host"), KernelImpl("move_kv", "cuda", what="a CUDA move"))
 
     assert backend_line(Two(), Target("interpret", "cpu")) == (
-        "two on interpret: runs 1 of 2 kernels; skips move_kv: a CUDA move runs on the device tier only")
+        "two on interpret: runs 1 of 2 kernels; skips move_kv: a CUDA move runs on the device tier only (a CUDA GPU; "
+        "this target is interpret)")

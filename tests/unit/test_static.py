@@ -341,8 +341,9 @@ def test_an_sm120_answer_from_a_cpu_box_says_what_it_leaves_out(pytester, verify
 
     result = _run(pytester, ddtree_static_cache, "-q", "-m", "sm120", "--ddtree-case", str(verify_suite),
                   "--ddtree-backend=oracle", "--ddtree-results=")
-    result.stdout.fnmatch_lines(["*no sm120 GPU on this host*", "*leave out: every device cell*FlashInfer's verify "
-                                 "kernel: not checked (no such static cell selected*sgl-kernel's prebuilt libraries: not checked*"])
+    result.stdout.fnmatch_lines(["*no sm120 GPU on this host*", "*leave out: every device cell*what ran here: nothing "
+                                 "for the arch*FlashInfer's verify kernel: not checked (no such static cell "
+                                 "selected*sgl-kernel's prebuilt libraries: not checked*"])
     result = _run(pytester, ddtree_static_cache, "-q", "-m", "sm120 and static", "--ddtree-case", str(verify_suite),
                   "--ddtree-backend=flashinfer", "--ddtree-results=")
     here = build_prefill("bf16", 128, "sm120", ddtree_static_cache)  # what this host can do (cached build)
@@ -350,7 +351,10 @@ def test_an_sm120_answer_from_a_cpu_box_says_what_it_leaves_out(pytester, verify
         result.stdout.fnmatch_lines(["*FlashInfer's verify kernel: not checked (1 static cell(s) skipped*"])
     else:
         result.assert_outcomes(passed=1)
-        result.stdout.fnmatch_lines(["*FlashInfer's verify kernel: checked in 1 static cell(s);*"])
+        result.stdout.fnmatch_lines(["*what ran here: static builds (1 cell(s):*FlashInfer's verify kernel: checked "
+                                     "in 1 static cell(s) (bf16, head dim 128;*dynamic shared memory on the device at "
+                                     "launch*"])
+        assert "emulated here" not in result.stdout.str()  # no tile choice was emulated in this run
 
 
 def test_a_known_issue_turns_a_static_fault_into_an_xfail(pytester, verify_suite, ddtree_static_cache):
