@@ -327,7 +327,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def _replay_record(case, kernel: str | None, backend):
     """The record a replayed case runs under: ``--kernel`` (a name or label among the records of the case's
-    type that the backend implements), or the only such record.
+    type that the backend implements), or the only such record (the only one the backend implements).
 
     Raises:
         DDTreeInputError: ``--kernel`` names no such record, or the case type has several and none is named.
@@ -336,6 +336,8 @@ def _replay_record(case, kernel: str | None, backend):
 
     candidates = records.for_case(case)
     names = [r.name for r in candidates]
+    if kernel is None and len(candidates) > 1:  # the backend may implement only one of them (sglang-triton)
+        candidates = [r for r in candidates if r.name in backends.kernels_of(backend)] or candidates
     if kernel is None and len(candidates) > 1:
         raise DDTreeInputError("--kernel", None, ", ".join(names), f"a {type(case).__name__} feeds several kernels")
     record = candidates[0] if kernel is None else next(

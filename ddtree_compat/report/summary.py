@@ -124,20 +124,30 @@ def summarize(results: Results) -> Summary:
     return s
 
 
+def _implementations(e: dict) -> str:
+    """The DDTree implementations under test, ``name (repo@commit)``; ``sglang.__version__`` does not name them."""
+    impls = e.get("implementations") or {}
+    return ", ".join(f"{i.get('name') or b} ({i.get('repo') or '?'}@{(i.get('commit') or '?')[:8]})"
+                     for b, i in impls.items()) or ""
+
+
 def env_rows(results: Results) -> list[list[object]]:
     """One row per ``env`` line: id, tier, GPUs, CUDA_VISIBLE_DEVICES, driver, CUDA, torch, triton,
-    sglang, host, start time."""
+    sglang (its distribution; ``none`` for a source tree on the path), flashinfer, sgl-kernel, the DDTree
+    implementations, host, start time. Files written before a column existed show it empty."""
     rows = []
     for env_id, e in results.envs.items():
         gpus = ", ".join(f"{g['name']} ({g['arch']}, cc {g['cc']})" for g in e.get("gpus", [])) or "none"
         rows.append([env_id, e.get("tier"), gpus, e.get("cuda_visible_devices") or "", e.get("driver"),
-                     e.get("cuda"), e.get("torch"), e.get("triton"), e.get("sglang"), e.get("host"),
-                     e.get("started")])
+                     e.get("cuda"), e.get("torch"), e.get("triton"), e.get("sglang") or "none",
+                     e.get("flashinfer") or ("" if "flashinfer" not in e else "none"),
+                     e.get("sgl_kernel") or ("" if "sgl_kernel" not in e else "none"), _implementations(e),
+                     e.get("host"), e.get("started")])
     return rows
 
 
-ENV_HEADER = ["env", "tier", "GPUs", "CUDA_VISIBLE_DEVICES", "driver", "CUDA", "torch", "triton", "sglang", "host",
-              "started"]
+ENV_HEADER = ["env", "tier", "GPUs", "CUDA_VISIBLE_DEVICES", "driver", "CUDA", "torch", "triton", "sglang",
+              "flashinfer", "sgl-kernel", "DDTree implementations", "host", "started"]
 def shown_outcomes(s: "Summary") -> list[str]:
     """The outcome columns of the counts table: every kernel outcome, and ``error`` (the suite's own
     failures) only when a cell has it."""
