@@ -422,8 +422,8 @@ def _exit_statuses() -> str:
 
 
 SEE_EXIT_STATUSES = f"Exit statuses: {PROG} --help."
-BACKENDS = ("a backend: oracle, sglang-triton, sglang-cuda, sglang-torch, a DDTree implementation's name (its "
-            "$DDTREE_IMPLS or installed sglang), ddtree-impl:PATH, or module:object")
+BACKENDS = ("a backend: oracle, sglang-triton, sglang-cuda, sglang-torch, flashinfer, a DDTree implementation's name "
+            "(its $DDTREE_IMPLS or installed sglang), ddtree-impl:PATH, or module:object")
 """What ``--backend`` takes, for ``--help`` (the built-ins are :data:`ddtree_compat.backends.registry.BUILTIN`)."""
 
 

@@ -63,7 +63,8 @@ def _fa3_cascade_refuse(target, case) -> str | None:
     if why or case is None:
         return why
     if min(case.prefix_lens) == 0:
-        return "a request without a prefix: SGLang's target verify always has one (the prompt), the cascade's prefix pass needs it"
+        return ("a request without a prefix: SGLang's target verify always has one (the prompt), the cascade's "
+                "prefix pass needs it")
     return reason(MERGE)
 
 
@@ -205,7 +206,8 @@ class DDTreeImplBackend(Backend):
             for b in range(bs):
                 slots = layout.kv_indices[layout.kv_indptr[b]:layout.kv_indptr[b + 1]]
                 req_to_token[b, :slots.numel()] = slots
-            blocks = [custom_mask[mi[b]:mi[b + 1]].view(n, prefixes[b] + n)[:, prefixes[b]:].bool() for b in range(bs)]
+            blocks = [custom_mask[mi[b]:mi[b + 1]].view(n, prefixes[b] + n)[:, prefixes[b]:].bool()
+                      for b in range(bs)]
             return (layout, req_to_token, torch.stack(blocks),
                     torch.tensor(prefixes, dtype=torch.int64, device=device), width)
         except Exception as e:  # noqa: BLE001 - our layout, not the implementation's

@@ -152,7 +152,8 @@ class FlashInferBackend(Backend):
             paged_kv_last_page_len_buf=torch.empty(captured_batch, dtype=torch.int32, device=device),
             custom_mask_buf=torch.empty(mask_bytes, dtype=torch.uint8, device=device),
             mask_indptr_buf=torch.empty(captured_batch + 1, dtype=torch.int32, device=device))
-        wrapper = _wrapper_class()(self._workspace(device), "NHD", use_cuda_graph=True, backend=FLASHINFER_BACKEND, **buffers)
+        wrapper = _wrapper_class()(self._workspace(device), "NHD", use_cuda_graph=True, backend=FLASHINFER_BACKEND,
+                                   **buffers)
         q_buf = torch.zeros(captured_batch * capacity, heads, dim, dtype=dtype, device=device)
         o_buf = torch.zeros_like(q_buf)
         k_cache, v_cache = cap.k_cache, cap.v_cache

@@ -59,7 +59,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         skipped = report.skipped and not hasattr(report, "wasxfail")  # an xfailed error is still an error
         cell.verdict = Verdict("skip" if skipped else "error", str(report.longrepr)[:500])
     report.user_properties += [("ddtree_outcome", cell.verdict.outcome), ("ddtree_tier", cell.tier),
-                               ("ddtree_backend", cell.coords.get("backend")), ("ddtree_kernel", cell.coords.get("kernel"))]
+                               ("ddtree_backend", cell.coords.get("backend")),
+                               ("ddtree_kernel", cell.coords.get("kernel"))]
     if cell.known_issue is not None and cell.verdict.outcome != "skip":
         report.user_properties.append(("ddtree_known_issue", status(cell.verdict.outcome, cell.known_issue.id)))
     sess = active(item.config)

@@ -47,7 +47,8 @@ class Summary:
         if "ddtree_outcome" in props and "@emulated-" in (props.get("ddtree_kernel") or ""):
             self.counts[("emulated", props["ddtree_outcome"])] += 1
         for name, (prop, value) in BINARIES.items():
-            if props.get("ddtree_tier") == STATIC and props.get(f"ddtree_{prop}") == value and "ddtree_outcome" in props:
+            if (props.get("ddtree_tier") == STATIC and props.get(f"ddtree_{prop}") == value
+                    and "ddtree_outcome" in props):
                 self.counts[(name, props["ddtree_outcome"])] += 1
                 if props["ddtree_outcome"] == "skip" and report.longrepr:
                     self.skips[name] = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else
@@ -62,7 +63,8 @@ class Summary:
     def _ran(self) -> str:
         static = sum(self.counts[(STATIC, o)] for o in OUTCOMES if o != "skip")
         emulated = sum(self.counts[("emulated", o)] for o in OUTCOMES if o != "skip")
-        parts = ([STATIC_RAN.format(n=static)] if static else []) + ([EMULATED_RAN.format(n=emulated)] if emulated else [])
+        parts = (([STATIC_RAN.format(n=static)] if static else [])
+                 + ([EMULATED_RAN.format(n=emulated)] if emulated else []))
         return " and ".join(parts) or "nothing for the arch (every selected cell skipped)"
 
     def _binaries(self, name: str) -> str:

@@ -104,4 +104,5 @@ def test_an_arch_selected_without_its_gpu_says_what_the_answer_leaves_out(pytest
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "sm120", "--ddtree-static=off")
     out = result.stdout.str()
     assert "no sm120 GPU on this host" in out and "every device cell" in out
-    assert "sgl-kernel's prebuilt libraries and FlashInfer's JIT modules" in out
+    assert "FlashInfer's verify kernel: not checked" in out and "sgl-kernel's prebuilt libraries: not checked" in out
+    assert "what ran here: nothing for the arch" in out  # the static tier is off: no cell ran for sm120

@@ -166,7 +166,8 @@ def test_picture_and_summary_table_stay_bounded_for_the_full_profile():
     # the verify record's own run would not capture a CUDA graph: the graph cell replays as itself
     ("verify_tree_greedy@graph", "pytest 'k/test_d.py::test_round[x]' --ddtree-tier device"),
     # the attention case feeds three records (eager, graph, cascade): the label says which; its case says sm120
-    ("verify_attention@emulated-sm120", "python -m ddtree_compat replay c.json --backend b --kernel verify_attention@emulated-sm120"),
+    ("verify_attention@emulated-sm120",
+     "python -m ddtree_compat replay c.json --backend b --kernel verify_attention@emulated-sm120"),
 ])
 def test_a_failed_cell_replays_through_what_can_replay_it(kernel, starts):
     from ddtree_compat.report.summary import replay_command
