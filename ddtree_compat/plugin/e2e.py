@@ -26,6 +26,7 @@ def pytest_configure(config: pytest.Config) -> None:
     GPU, or a stand-in server) one the installed SGLang's ``--attention-backend`` lacks, is a one-line usage
     error."""
     global _ATTENTION
+    config.pluginmanager.register(VerdictLines(config), "ddtree-e2e-verdict-lines")
     given = config.getoption("ddtree_e2e_attention", None) or []
     if not given:  # every backend (the e2e cells resolve ``()`` so): nothing to check, nothing imported here
         _ATTENTION = ()
@@ -123,6 +124,37 @@ def ddtree_e2e_session(request: pytest.FixtureRequest):
     return session
 
 
+def verdict_line(e2e_cell, verdict) -> str:
+    """One line per finished e2e cell, printed as it finishes (the budget sweep's table builds up while servers
+    still run): ``e2e: ddtree-b8-spine-always-graph-attn-fa3-bs1 (B 8): fault (other): scheduler raised at ...``."""
+    budget = getattr(e2e_cell.config, "budget", None)
+    kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
+    first = verdict.message.splitlines()[0] if verdict.message else ""
+    return f"e2e: {e2e_cell.id}{f' (B {budget})' if budget else ''}: {kind}: {first[:200]}"
+
+
+LINE = "ddtree_e2e_line"  # the report property carrying a cell's verdict line to the terminal
+
+
+def _announce(node: pytest.Item, e2e_cell, verdict) -> None:
+    node.user_properties.append((LINE, verdict_line(e2e_cell, verdict)))
+
+
+class VerdictLines:
+    """Prints an e2e cell's verdict line when its report arrives: outside the test's output capture, and on the
+    controller under xdist (which receives the reports). Does nothing for a report without the line."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        line = next((v for k, v in report.user_properties if k == LINE), None) if report.when == "call" else None
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if line is not None and reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(line, flush=True)
+
+
 @pytest.fixture
 def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
     """``check(cell) -> Judgement``: run one e2e cell on its server, record it (tier ``e2e``), and skip
@@ -159,6 +191,7 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
         if not attention:  # SGLang chose at server start (0.5.23): the server's log says what it runs on
             cell.coords["attention"] = ddtree_e2e_session.attention_name(e2e_cell.config)
         verdict = cell.verdict = run.judgement.verdict
+        _announce(request.node, e2e_cell, verdict)
         cell.log_excerpt = run.judgement.log_excerpt
         if run.capture is not None:
             cell.case_path = str(run.capture)

@@ -54,6 +54,9 @@ def test_one_session_of_stand_in_servers(pytester, monkeypatch):
         assert "exited with code 1" in crash["message"] and "Scheduler hit an exception" in crash["log_excerpt"]
     assert "flashinfer" in res["dflash-b16-always-eager-bs1"]["message"]
     out.assert_outcomes(passed=6, failed=9, skipped=17)
+    # each verdict printed as its cell finishes, not only in the summary
+    out.stdout.fnmatch_lines(["e2e: target-bs1: pass: *",
+                              "e2e: standalone-k1-s3-d4-always-eager-attn-default-c4: fault (illegal-instruction): *"])
     assert "e2e cells: 6 pass, 0 wrong, 2 zero-accept, 7 fault, 17 skip" in out.stdout.str()
     # captures for the parsing fixtures, and the report's e2e table
     from ddtree_compat.e2e.runner import rejudge
