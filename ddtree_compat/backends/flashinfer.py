@@ -41,7 +41,13 @@ def graph_layouts(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, cu
     ``bs`` live ones over their prefixes, then padding requests over no prefix) with ``capacity`` tree rows
     of zeros under a causal mask (what a graph runner captures with), then with the live ``n`` rows (the
     case's K/V and mask; padding requests causal over zeros). Same pool, so the live page table fits the
-    captured buffers."""
+    captured buffers. Arguments as :func:`~ddtree_compat.families.attention.paging.paged_layout`'s;
+    ``qo_*`` are int32 ``[captured_batch + 1]`` (``b * capacity``, ``b * n``).
+
+    Raises:
+        ValueError: a request without exactly ``n`` rows, ``n > capacity`` or more requests than
+            ``captured_batch`` (and :func:`~ddtree_compat.families.attention.paging.request_pages`'s).
+    """
     import torch
 
     device, dtype = k.device, k.dtype

@@ -55,7 +55,10 @@ class _Chosen(Exception):
 
 
 def library_for(arch: str) -> Path | Unavailable:
-    """The ``common_ops`` file sgl-kernel's own ``load_utils`` loads on a GPU of ``arch``."""
+    """The ``common_ops`` file sgl-kernel's own ``load_utils`` loads on a GPU of ``arch`` (``sm120``), or why
+    that cannot be asked here (:class:`Unavailable`: sgl-kernel not installed, no ``load_utils.py``, or its
+    loader chose nothing). Its module is executed from the file (the package is never imported) with its
+    compute-capability lookup answering ``major * 10 + minor``."""
     spec = importlib.util.find_spec("sgl_kernel")  # locating only: importing sgl_kernel loads a library
     if spec is None or not spec.submodule_search_locations:
         return Unavailable(f"sgl-kernel is not installed (a GPU host's SGLang install has it; on a CPU box: "
@@ -96,7 +99,8 @@ def _run(tool: Tool, *args: str) -> str:
 
 
 def images(tool: Tool, library: Path) -> tuple[list[str], list[str]]:
-    """``(cubin archs, PTX archs)`` in ``library`` (``sm_120a``; ``compute_90``), deduplicated."""
+    """``(cubin archs, PTX archs)`` in ``library``, each as cuobjdump names them (``sm_120a``, ``sm_90``),
+    deduplicated and sorted (``cuobjdump -lelf`` / ``-lptx``)."""
     cubins = sorted(set(re.findall(r"\.(sm_\d+[af]?)\.cubin", _run(tool, "-lelf", str(library)))))
     ptx = sorted(set(re.findall(r"\.(sm_\d+[af]?)\.ptx", _run(tool, "-lptx", str(library)))))
     return cubins, ptx

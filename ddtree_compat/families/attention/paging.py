@@ -58,7 +58,21 @@ def paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, cus
     """The case's buffers as FlashInfer's paged KV cache: request ``b``'s tokens are its prefix
     (``kv_indices[kv_indptr[b]:kv_indptr[b + 1]]``) then its ``n_b`` tree rows (``k[qo_indptr[b]:...]``),
     paged by ``page_size``; the tree rows go into the prefix's last page, then into pages appended to a
-    copy of the pool (plus ``spare_pages`` more). The inputs are left unmodified."""
+    copy of the pool (plus ``spare_pages`` more), as SGLang's ``set_kv_buffer`` writes them before the
+    attention call. The inputs are left unmodified.
+
+    Args:
+        k, v: the tree rows' K/V ``[rows, Hk, Dh]`` (fp16 / bf16; rows past ``qo_indptr[-1]`` are not read).
+        k_buffer, v_buffer: the KV pool ``[slots, Hk, Dh]``, ``slots`` a multiple of ``page_size``.
+        qo_indptr: int32 ``[bs + 1]``; kv_indptr: int32 ``[bs + 1]`` (prefix lengths, cumulative);
+            kv_indices: int64 prefix slots (a stale tail past ``kv_indptr[-1]`` is ignored).
+        custom_mask: bool or uint8, the flattened ``n_b x (P_b + n_b)`` blocks; mask_indptr: int ``[bs + 1]``.
+        page_size: slots per page (1: SGLang's call, token slots as pages).
+        spare_pages: pages appended beyond what the rows need (the graph call's capture layout).
+
+    Raises:
+        ValueError: a prefix not laid out page by page (:func:`request_pages`).
+    """
     import torch
 
     qo, kv = qo_indptr.tolist(), kv_indptr.tolist()
@@ -98,8 +112,9 @@ def paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, cus
 
 
 def gather_keys(layout: PagedLayout, request: int, page_size: int):
-    """Request ``request``'s keys and values ``[P + n, Hk, Dh]`` read back through the page table, the way
-    FlashInfer addresses them (for the unit tests of :func:`paged_layout`)."""
+    """Request ``request``'s keys and values ``[P + n, Hk, Dh]`` (the pool's dtype) read back through the page
+    table, the way FlashInfer addresses token ``t``: page ``kv_indices[kv_indptr[b] + t // page_size]``, row
+    ``t % page_size`` (for the unit tests of :func:`paged_layout`)."""
     import torch
 
     start, end = layout.kv_indptr[request].item(), layout.kv_indptr[request + 1].item()
