@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from .errors import ArchError
 
@@ -197,4 +199,15 @@ def detect_gpus() -> list[Gpu]:
     if fake:
         return _respect_visible_devices(_fake_gpus(fake))
     gpus = _nvml_gpus()
-    return gpus if gpus is not None else _torch_gpus()
+    if gpus is not None:
+        return gpus
+    return [] if _no_nvidia_driver() else _torch_gpus()
+
+
+def _no_nvidia_driver() -> bool:
+    """Whether this Linux host plainly has no NVIDIA driver (no ``/proc/driver/nvidia``, no ``/dev/nvidia*``
+    device node): then CUDA sees no GPU, and asking ``torch.cuda`` would only import torch (about 4 s on
+    a 2-core box, paid by every pytest process). Elsewhere (not Linux) torch is asked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return not Path("/proc/driver/nvidia").exists() and not any(Path("/dev").glob("nvidia*"))

@@ -2,7 +2,7 @@
 # The kernel tiers on a lent GPU host without network (the H200 runs of docs/device-runs.md), from the repo
 # root, after the SGLang 0.5.23 site bundle (../shared/device-sglang/build-carry.sh, 45 MB parts) is staged in
 # /tmp/sgl_parts and the DDTree tarballs / stripped sglang wheels are carried:
-#   bash scripts/device-kernels.sh OUT STEP...      STEP: ddtree | default | phases | versions VERSION...
+#   bash scripts/device-kernels.sh OUT STEP...      STEP: ddtree | graph-replay | default | phases | flashinfer | fa3 | versions VERSION...
 # Writes results JSONL and reports into OUT. Each step runs the README's main job (python -m ddtree_compat
 # sweep) on the device tier; its exit status is kept in OUT/steps.txt.
 set -uo pipefail
@@ -27,7 +27,9 @@ while [ $# -gt 0 ]; do
     ddtree)  # every DDTree kernel of every implementation over the default grid, and the round in one CUDA graph
       mkdir -p /tmp/impls
       IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
-      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE" --tests tests/kernels/test_ddtree.py -- --ddtree-static=off ;;
+      [ -d /tmp/whl-site/covertable ] || { mkdir -p /tmp/whl-site &&  # the covering grid's covertable (.whl)
+        python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site .whl/*.whl; }
+      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE:/tmp/whl-site" --tests tests/kernels/test_ddtree.py -- --ddtree-static=off ;;
     default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
       sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
         --ignore=tests/kernels/test_ddtree.py ;;
@@ -36,7 +38,12 @@ while [ $# -gt 0 ]; do
       if [ ! -d /tmp/before ] && [ -f .carry/before.tar.gz ]; then
         mkdir -p /tmp/before && tar -C /tmp/before -xzf .carry/before.tar.gz
       fi
+      # and the session-9 tree (4c46606) at /tmp/session9 when .carry/session9.tar.gz is carried
+      if [ ! -d /tmp/session9 ] && [ -f .carry/session9.tar.gz ]; then
+        mkdir -p /tmp/session9 && tar -C /tmp/session9 -xzf .carry/session9.tar.gz
+      fi
       repos=(--repo after=.)
+      [ -d /tmp/session9 ] && repos=(--repo session9=/tmp/session9 "${repos[@]}")
       [ -d /tmp/before ] && repos=(--repo before=/tmp/before "${repos[@]}")
       start=$SECONDS
       PYTHONPATH=$SITE timeout -s INT "${STEP_S:-480}" python3 benchmarks/sweep_phases.py "${repos[@]}" \
@@ -67,6 +74,24 @@ while [ $# -gt 0 ]; do
       STEP_S=${STEP_S:-300} DDTREE_IMPLS=/tmp/ddt/impl/rancy-ddtree-v2 \
         sweep fa3 "$PYTHONPATH:/tmp/whl-site" --backend ddtree-impl:/tmp/ddt/impl/rancy-ddtree-v2 --timeout 200 \
         --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
+    graph-replay)  # each CUDA-graph fault of the ddtree step's results (kernel@graph) replayed as its pytest cell
+      # (a graph round has no record: its replay line is the node id); the replayed outcome goes to steps.txt
+      mkdir -p /tmp/impls
+      IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
+      python3 - "$OUT/ddtree.jsonl" > "$OUT/graph-faults.txt" <<'PY'
+import json, sys
+seen = set()
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("kind") == "result" and r["outcome"] == "fault" and r["kernel"].endswith("@graph") and r["kernel"] not in seen:
+        seen.add(r["kernel"])
+        print(r["nodeid"])
+PY
+      while read -r nodeid; do
+        DDTREE_IMPLS=$IMPLS PYTHONPATH=$SITE:/tmp/whl-site timeout 120 python3 -m pytest "$nodeid" -p no:cacheprovider -q \
+          --ddtree-tier=device --ddtree-static=off --ddtree-results="$OUT/graph-replay.jsonl" >> "$OUT/graph-replay.log" 2>&1
+        echo "graph-replay exit $? $nodeid" >> "$OUT/steps.txt"
+      done < "$OUT/graph-faults.txt" ;;
     versions)  # the verify and commit kernels of each release at the field's budgets
       shift
       for v in "$@"; do

@@ -1,7 +1,7 @@
 """What a session says while it runs (the controller process only; a session with no cell of ours hears nothing):
 
-* at the start, one line per backend: what runs here, what skips and why (from the backends' declarations,
-  :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found;
+* when the first cell reports, one line per backend: what runs here, what skips and why (from the backends'
+  declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found;
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
   the static tier's compiles done and left, and the test running longest (which kernel x arch compiles,
   in a static cell's id: ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``).
@@ -16,7 +16,7 @@ import time
 import pytest
 
 from ..isolation import in_xdist_worker
-from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active
+from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
 REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
@@ -108,12 +108,19 @@ class Progress:
                 reporter.write("\n")
             reporter.write_line(line, flush=True)
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_sessionstart(self, session: pytest.Session):
-        yield  # after pytest's header and xdist's workers line
-        if active(self.config) is not None and not in_xdist_worker(self.config):
-            for line in start_lines(active(self.config)):
-                self._write(line)
+    def _start(self) -> None:
+        """The start lines, once, when the first cell of ours reports: a session that runs none (a unit-test
+        session with ``DDTREE_*`` in its environment) never imports SGLang or an implementation for them."""
+        if in_xdist_worker(self.config):
+            return
+        sess = active(self.config)
+        if sess is None:  # an xdist controller whose session asked only by environment or fixture
+            try:
+                sess = suite(self.config)
+            except pytest.UsageError:
+                return  # the workers' cells report it
+        for line in start_lines(sess):
+            self._write(line)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
@@ -127,7 +134,9 @@ class Progress:
         self._tick()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.cells_seen = self.cells_seen or any(k == "ddtree_outcome" for k, _ in report.user_properties)
+        if not self.cells_seen and any(k == "ddtree_outcome" for k, _ in report.user_properties):
+            self.cells_seen = True
+            self._start()
         if report.when in ("teardown", "???"):  # "???": xdist's report of a crashed worker's test
             self.running.pop(report.nodeid, None)
             self.finished.add(report.nodeid)

@@ -1,8 +1,8 @@
 """The suite's per-session state (:class:`Suite`, in ``config.stash``: the plugin's only state) and
 when it comes to exist.
 
-Inert until asked: a session that passes no ``--ddtree-*`` option (nor sets a ``DDTREE_*`` variable
-they read), selects none of the suite's markers with ``-m``, and collects no test asking for a ddtree
+Inert until asked: a session that passes no ``--ddtree-*`` option (a ``DDTREE_*`` variable only sets the
+defaults), selects none of the suite's markers with ``-m``, and runs no test asking for a ddtree
 fixture never gets a :class:`Suite`: no environment change, no ``.ddtree/`` folder, no hypothesis
 profile, no thread cap (a project that merely has this package installed keeps its sessions as they
 were). Once asked, :func:`suite` creates it: GPUs detected, tier resolved, backends and the

@@ -46,7 +46,19 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 
 def top_k(logp: np.ndarray, k: int) -> tuple[list[list[float]], list[list[int]]]:
     """Per row, the ``k`` largest values and their indices, descending (ties: lower index first)."""
-    ids = np.argsort(-logp, axis=-1, kind="stable")[:, :k]
+    logp = np.asarray(logp)
+    if k >= logp.shape[-1]:
+        ids = np.argsort(-logp, axis=-1, kind="stable")
+    else:
+        # The k largest of each row, sorted by (value descending, index): the stable full sort's first k, in
+        # O(V) per row. A row whose k-th value ties with an entry left out takes the full sort.
+        ids = np.argpartition(-logp, k - 1, axis=-1)[:, :k]
+        picked = np.take_along_axis(logp, ids, axis=-1)
+        ids = np.take_along_axis(ids, np.lexsort((ids, -picked), axis=-1), axis=-1)
+        tied = (logp >= picked.min(axis=-1, keepdims=True)).sum(axis=-1) > k
+        for row in np.flatnonzero(tied):
+            ids[row] = np.argsort(-logp[row], kind="stable")[:k]
+    ids = ids[:, :k]
     return np.take_along_axis(logp, ids, axis=-1).tolist(), ids.tolist()
 
 
