@@ -15,6 +15,7 @@ interpreter sees, whether it is a virtualenv's, the system's (CI) or a user inst
 from __future__ import annotations
 
 import fcntl
+import os
 import site
 import sys
 import venv
@@ -56,3 +57,9 @@ def locked(path: Path):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def own_env() -> dict:
+    """The running environment less the outer run's ``DDTREE_*`` (CI exports the implementations and the required
+    backends): a test's own sweep chooses what it runs, and does not collect the implementations' grid for nothing."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("DDTREE_")}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs import venv_over_running
+from tests.envs import own_env, venv_over_running
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE = "0.5.22"
@@ -20,7 +20,7 @@ SLICE = ["tests/kernels/test_verify.py", "tests/kernels/test_commit.py", "-k", "
 def _sweep_slice(python: str, results: Path) -> subprocess.CompletedProcess:
     return subprocess.run([python, "-m", "pytest", *SLICE, "-q", "-p", "no:cacheprovider", "--ddtree-tier=interpret",
                            "--ddtree-static=off", f"--ddtree-results={results}"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=900, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+                          text=True, timeout=900, env={**own_env(), "PYTHONPATH": str(ROOT)})
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,15 @@ import json
 import subprocess
 import sys
 
+from tests.envs import own_env
+
 
 def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
     out = tmp_path / "results"
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "--out-dir", str(out),
                         "--name", "slice", "-n", "1", "--", "-k",
                         "(b8-spine or b12-fanout) and not verify_attention or pre17-fp16-pg1-native"],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=own_env())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     lines = [json.loads(x) for x in (out / "slice.jsonl").read_text().splitlines()]
     results = [x for x in lines if x["kind"] == "result"]
@@ -41,7 +43,7 @@ def test_sweep_interpret_slice_writes_results_and_report(tmp_path):
 
 def test_sweep_on_cpu_refuses_device_tier(tmp_path):
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "device", "--out-dir", str(tmp_path)],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=own_env())
     assert r.returncode == 2 and "no GPU" in r.stderr
 
 
@@ -53,7 +55,8 @@ def test_a_sweep_pytest_refuses_keeps_the_earlier_results(tmp_path):
     earlier = out / "slice.jsonl"
     earlier.write_text('{"kind": "env", "env_id": "e1"}\n')
     r = subprocess.run([sys.executable, "-m", "ddtree_compat", "sweep", "--tier", "interpret", "--out-dir", str(out),
-                        "--name", "slice", "-n", "1", "--", "--ddtree-progress=soon"], capture_output=True, text=True)
+                        "--name", "slice", "-n", "1", "--", "--ddtree-progress=soon"], capture_output=True, text=True,
+                       env=own_env())
     assert r.returncode == 2, r.stdout[-2000:] + r.stderr[-2000:]
     assert "field '--ddtree-progress' = 'soon'" in r.stderr and "Traceback" not in r.stderr
     assert earlier.read_text() == '{"kind": "env", "env_id": "e1"}\n' and sorted(p.name for p in out.iterdir()) == ["slice.jsonl"]
