@@ -336,10 +336,11 @@ def _replay_record(case, kernel: str | None, backend):
 
     candidates = records.for_case(case)
     names = [r.name for r in candidates]
-    if kernel is None and len(candidates) > 1:  # the backend may implement only one of them (sglang-triton)
-        candidates = [r for r in candidates if r.name in backends.kernels_of(backend)] or candidates
-    if kernel is None and len(candidates) > 1:
-        raise DDTreeInputError("--kernel", None, ", ".join(names), f"a {type(case).__name__} feeds several kernels")
+    if kernel is None:
+        implemented = [r for r in candidates if r.name in backends.kernels_of(backend)]
+        candidates = implemented if len(implemented) == 1 else candidates  # sglang-triton has one of three
+        if len(candidates) > 1:
+            raise DDTreeInputError("--kernel", None, ", ".join(names), f"a {type(case).__name__} feeds several kernels")
     record = candidates[0] if kernel is None else next(
         (r for r in candidates if kernel in (r.name, r.label_of(case))), None)
     if record is None:

@@ -112,7 +112,7 @@ launches for microseconds and spends ~20 ms in the harness's Python, so workers,
 pace: on the H200 (16 cores) the default sweep took 317 s with one worker (docs/device-runs.md)."""
 
 
-LOAD_BALANCED = ["--dist", "worksteal"]
+LOAD_BALANCED = ("--dist", "worksteal")
 """How load-balanced sweep workers share the cells: each starts with one contiguous share of the collection
 (neighbouring cells are one kernel at neighbouring shapes, so a worker compiles each Triton specialization
 of its share once, instead of every worker compiling nearly all of them, as xdist's round-robin ``load``
@@ -122,8 +122,8 @@ others' last cells). A crashed worker's pending cells go back to the queue as un
 
 def device_worker_args(gpus: list[Gpu], cpus: int | None = None) -> list[str]:
     """pytest-xdist arguments for the device tier: ``-n N`` (:data:`ONE_GPU_WORKERS`, at most half the
-    cores; :data:`LOAD_BALANCED`) when one GPU is visible, else :func:`pinned_worker_args` (one worker per GPU, so a host with
-    mixed GPUs gives one results column per arch).
+    cores; :data:`LOAD_BALANCED`) when one GPU is visible, else :func:`pinned_worker_args` (one worker per GPU,
+    so a host with mixed GPUs gives one results column per arch).
 
     Workers sharing a GPU keep fault containment: a sticky fault poisons only its own process's CUDA
     context, and xdist hands the dead worker's pending cells to the others.

@@ -2,7 +2,8 @@
 # The kernel tiers on a lent GPU host without network (the H200 runs of docs/device-runs.md), from the repo
 # root, after the SGLang 0.5.23 site bundle (../shared/device-sglang/build-carry.sh, 45 MB parts) is staged in
 # /tmp/sgl_parts and the DDTree tarballs / stripped sglang wheels are carried:
-#   bash scripts/device-kernels.sh OUT STEP...      STEP: ddtree | graph-replay | default | phases | flashinfer | fa3 | versions VERSION...
+#   bash scripts/device-kernels.sh OUT STEP...
+#   STEP: ddtree | graph-replay | default | phases | flashinfer | fa3 | versions VERSION...
 # Writes results JSONL and reports into OUT. Each step runs the README's main job (python -m ddtree_compat
 # sweep) on the device tier; its exit status is kept in OUT/steps.txt.
 set -uo pipefail
@@ -29,7 +30,8 @@ while [ $# -gt 0 ]; do
       IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
       [ -d /tmp/whl-site/covertable ] || { mkdir -p /tmp/whl-site &&  # the covering grid's covertable (.whl)
         python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site .whl/*.whl; }
-      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE:/tmp/whl-site" --tests tests/kernels/test_ddtree.py -- --ddtree-static=off ;;
+      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE:/tmp/whl-site" --tests tests/kernels/test_ddtree.py \
+        -- --ddtree-static=off ;;
     default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
       sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
         --ignore=tests/kernels/test_ddtree.py ;;
@@ -83,13 +85,15 @@ import json, sys
 seen = set()
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    if r.get("kind") == "result" and r["outcome"] == "fault" and r["kernel"].endswith("@graph") and r["kernel"] not in seen:
+    graph_fault = r.get("kind") == "result" and r["outcome"] == "fault" and r["kernel"].endswith("@graph")
+    if graph_fault and r["kernel"] not in seen:
         seen.add(r["kernel"])
         print(r["nodeid"])
 PY
       while read -r nodeid; do
-        DDTREE_IMPLS=$IMPLS PYTHONPATH=$SITE:/tmp/whl-site timeout 120 python3 -m pytest "$nodeid" -p no:cacheprovider -q \
-          --ddtree-tier=device --ddtree-static=off --ddtree-results="$OUT/graph-replay.jsonl" >> "$OUT/graph-replay.log" 2>&1
+        DDTREE_IMPLS=$IMPLS PYTHONPATH=$SITE:/tmp/whl-site timeout 120 python3 -m pytest "$nodeid" -q \
+          -p no:cacheprovider --ddtree-tier=device --ddtree-static=off --ddtree-results="$OUT/graph-replay.jsonl" \
+          >> "$OUT/graph-replay.log" 2>&1
         echo "graph-replay exit $? $nodeid" >> "$OUT/steps.txt"
       done < "$OUT/graph-faults.txt" ;;
     versions)  # the verify and commit kernels of each release at the field's budgets

@@ -13,6 +13,7 @@ from ..tiers import E2E, STATIC
 from .session import active, suite
 
 SHOWN = ("pass", "wrong", "zero-accept", "fault", "skip")
+"""Outcomes always spelled out in a summary line; others (``error``) only when they occur."""
 WITHOUT_THE_GPU = (
     "what an arch's cells here leave out: every device cell (kernels run on that GPU, CUDA graphs, faults); what ran "
     "here: {ran}; FlashInfer's verify kernel: {flashinfer}; sgl-kernel's prebuilt libraries: {sgl_kernel}. Passing "
@@ -25,7 +26,6 @@ FLASHINFER_SCOPE = ("bf16, head dim 128; registers, static shared memory and SAS
                     "shared memory on the device at launch, which only a device cell runs")
 BINARIES = {"flashinfer": ("backend", "flashinfer"), "sgl_kernel": ("kernel", "sgl_kernel_ops")}
 """Static cells that check a library's binaries, by the user property that names them."""
-"""Outcomes always spelled out in a summary line; others (``error``) only when they occur."""
 
 
 def _group(tier: str | None) -> str:

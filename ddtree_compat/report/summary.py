@@ -128,7 +128,7 @@ def _implementations(e: dict) -> str:
     """The DDTree implementations under test, ``name (repo@commit)``; ``sglang.__version__`` does not name them."""
     impls = e.get("implementations") or {}
     return ", ".join(f"{i.get('name') or b} ({i.get('repo') or '?'}@{(i.get('commit') or '?')[:8]})"
-                     for b, i in impls.items()) or ""
+                     for b, i in impls.items())
 
 
 def env_rows(results: Results) -> list[list[object]]:
@@ -148,6 +148,8 @@ def env_rows(results: Results) -> list[list[object]]:
 
 ENV_HEADER = ["env", "tier", "GPUs", "CUDA_VISIBLE_DEVICES", "driver", "CUDA", "torch", "triton", "sglang",
               "flashinfer", "sgl-kernel", "DDTree implementations", "host", "started"]
+
+
 def shown_outcomes(s: "Summary") -> list[str]:
     """The outcome columns of the counts table: every kernel outcome, and ``error`` (the suite's own
     failures) only when a cell has it."""

@@ -10,13 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.envs import own_env
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(tmp_path, *args, **env):
     (tmp_path / "test_x.py").write_text("def test_x():\n    assert True\n")
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    base = {k: v for k, v in os.environ.items() if not k.startswith("DDTREE_")}
+    base = own_env()
     base.update(PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=os.pathsep.join([str(ROOT), base.get("PYTHONPATH", "")]), **env)
     r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "test_x.py", *args], cwd=tmp_path,
                        env=base, capture_output=True, text=True, timeout=300)

@@ -8,7 +8,6 @@ fails every test that needs it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs import locked, venv_over_running
+from tests.envs import locked, own_env, venv_over_running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +26,7 @@ def run(cmd, cwd, env=None, timeout=900):
 
 def outside_env() -> dict:
     """The environment of a process that must see only the installed package: no PYTHONPATH, no DDTREE_*."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("DDTREE_")}
+    return {k: v for k, v in own_env().items() if k != "PYTHONPATH"}
 
 
 @pytest.fixture(scope="session")

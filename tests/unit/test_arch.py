@@ -65,3 +65,23 @@ def test_unknown_fake_arch_is_a_usage_error(pytester, verify_suite, monkeypatch)
     result = pytester.runpytest_subprocess("--ddtree-case", str(verify_suite))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*field 'arch' = 'sm12x'*allowed: sm<major><minor>*"])
+
+
+def test_a_host_without_an_nvidia_driver_is_detected_without_torch(monkeypatch):
+    """No NVML and no NVIDIA driver on Linux: no GPU, and torch is never imported to ask (every pytest process
+    would pay for it). The same check with a device node present asks torch."""
+    import sys
+    from pathlib import Path
+
+    import ddtree_compat.arch as arch
+
+    monkeypatch.delenv(FAKE_ENV, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(arch, "_nvml_gpus", lambda: None)
+    asked = []
+    monkeypatch.setattr(arch, "_torch_gpus", lambda: asked.append("torch") or [])
+    monkeypatch.setattr(Path, "exists", lambda self: False)
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter(()))
+    assert detect_gpus() == [] and asked == []
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter([self / "nvidia0"]))
+    assert detect_gpus() == [] and asked == ["torch"]

@@ -2,9 +2,7 @@
 traceback, the documented exit status (``ddtree_compat/exitcodes.py``: 2 for the CLI; pytest's own 4 for plain
 pytest), and nothing written or lost in the folder it ran in."""
 
-import gzip
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +13,7 @@ from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.exitcodes import Exit
 from ddtree_compat.families.commit.records import commit_cases
 from ddtree_compat.families.ddtree.records import DDTreeCase
+from tests.envs import own_env
 
 CLI = [sys.executable, "-m", "ddtree_compat"]
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "test_x.py"]
@@ -166,7 +165,7 @@ def test_there_are_at_least_34_and_every_subcommand_has_some():
 def test_bad_input_gets_one_line_and_its_exit_status(tmp_path, argv, status, words):
     _workspace(tmp_path)
     before = _snapshot(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DDTREE_")}
+    env = own_env()
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

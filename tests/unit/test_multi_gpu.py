@@ -1,7 +1,6 @@
 """One xdist worker per GPU, pinned with CUDA_VISIBLE_DEVICES: a mixed host gives one column per arch."""
 
 import json
-from pathlib import Path
 import subprocess
 import sys
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.envs import locked
+from tests.envs import locked, own_env
 from tests.unit.planted.planted_bugs import BUGS, ENV, LOG_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def run_with(bug: str, tests: tuple[str, ...], tmp_path: Path,
     """Run ``tests`` in a fresh pytest process with ``bug`` planted: ``(outcomes, planting log, output)``.
     The interpret tier is on (``TRITON_INTERPRET=1``, as CPU CI runs), the outer run's ``DDTREE_*`` off;
     ``site``, if given, goes on the path after the checkout."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DDTREE_")}
+    env = own_env()
     log, junit = tmp_path / "planted.log", tmp_path / "junit.xml"
     path = [str(PLANTED), str(ROOT), *([str(site)] if site else []), env.get("PYTHONPATH", "")]
     env.update({ENV: bug, LOG_ENV: str(log), "TRITON_INTERPRET": "1", "PYTHONPATH": os.pathsep.join(path)})

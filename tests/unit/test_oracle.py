@@ -181,3 +181,15 @@ def test_commit_plan_in_place_at_page_1_and_compacting_above():
     assert commit_oracle.release_boundary(43, 4) == 44 and commit_oracle.release_boundary(44, 4) == 44
     with pytest.raises(CaseError, match="padding"):
         commit_oracle.commit_plan(oracle.VerifyResult(path=(0, 9), bonus_token=1), block, seq_len=40)
+
+
+@given(rows=st.integers(1, 6), vocab=st.integers(1, 40), k=st.integers(1, 45),
+       values=st.lists(st.integers(-3, 3), min_size=6 * 40, max_size=6 * 40))
+def test_top_k_is_the_stable_sorts_first_k_ties_included(rows, vocab, k, values):
+    """``top_k`` takes the k largest by partition: the same ids and values, in the same order, as a stable sort of
+    every row (ties: lower index first), here with few distinct values so that ties cross the k-th place."""
+    import numpy as np
+
+    logp = np.array(values[:rows * vocab], dtype=np.float64).reshape(rows, vocab)
+    ids = np.argsort(-logp, axis=-1, kind="stable")[:, :k]
+    assert oracle.top_k(logp, k) == (np.take_along_axis(logp, ids, axis=-1).tolist(), ids.tolist())

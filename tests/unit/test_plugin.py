@@ -106,3 +106,17 @@ def test_an_arch_selected_without_its_gpu_says_what_the_answer_leaves_out(pytest
     assert "no sm120 GPU on this host" in out and "every device cell" in out
     assert "FlashInfer's verify kernel: not checked" in out and "sgl-kernel's prebuilt libraries: not checked" in out
     assert "what ran here: nothing for the arch" in out  # the static tier is off: no cell ran for sm120
+
+
+def test_an_environment_variable_alone_asks_nothing(pytester, verify_suite, monkeypatch):
+    """A ``DDTREE_*`` variable sets the defaults, it does not ask for the suite: a session of plain tests with
+    ``DDTREE_REQUIRE_BACKENDS`` naming no backend passes untouched (no GPU detection, no SGLang imported for it);
+    a session whose tests ask (a kernel test's ddtree fixtures) takes the variable and fails on it."""
+    monkeypatch.setenv("DDTREE_REQUIRE_BACKENDS", "no-such-backend")
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    plain = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_plain.py")
+    assert plain.ret == 0 and "no-such-backend" not in plain.stdout.str() + plain.stderr.str()
+    assert not (pytester.path / ".ddtree").exists()  # no suite: no results folder either
+    kernel = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_kernel.py")
+    assert kernel.ret != 0
+    assert "'--ddtree-require-backend' = 'no-such-backend'" in kernel.stdout.str() + kernel.stderr.str()

@@ -45,7 +45,16 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def top_k(logp: np.ndarray, k: int) -> tuple[list[list[float]], list[list[int]]]:
-    """Per row, the ``k`` largest values and their indices, descending (ties: lower index first)."""
+    """Per row, the ``k`` largest values and their indices, descending (ties: lower index first).
+
+    Args:
+        logp: ``[L, V]`` floats (a drafter's log-probabilities, one row per depth).
+        k: ``>= 1``; more than ``V`` gives all ``V``.
+
+    Returns:
+        ``(values, ids)``: nested lists ``[L][min(k, V)]`` of floats and of int vocabulary ids, the same as the
+        first ``k`` of a stable descending sort of each row (the best-first build's order, paper Sec. 3).
+    """
     logp = np.asarray(logp)
     if k >= logp.shape[-1]:
         ids = np.argsort(-logp, axis=-1, kind="stable")
