@@ -15,6 +15,10 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
    ``TRITON_CACHE_DIR`` and again with the same one. (The static tier, when installed, is timed the
    same way with ``-m static``.)
 
+``--from-e2e-log PYTEST_LOG`` reads an e2e run's pytest output (its verdict lines, ``e2e: <cell> (B 8) at 3:03:
+fault ...``, timed from pytest's start) and prints the budget sweep's time to the first dead-budget verdict and
+to the last verdict (``docs/benchmarks/2026-12-02-e2e-ddtree.md``; aim: <= 90 s and <= 180 s).
+
 ``--test-command`` times the README's test command instead (``python -m pytest -n auto``, wall and CPU
 time of it and its children) and prints the per-module table (sum of test durations per file, from a
 JUnit XML); ``--from-junit FILE`` prints that table from an earlier run's XML without running anything.
@@ -76,6 +80,27 @@ def per_module_table(junit: Path, top: int = 15) -> str:
     return "\n".join(lines)
 
 
+def e2e_verdict_times(text: str) -> dict[str, float | None]:
+    """From an e2e run's verdict lines: seconds to the first ``fault`` of a cell with a budget (a dead budget), to
+    the last verdict, and the number of verdicts (``None`` where there is none)."""
+    import re
+
+    seen = []
+    for m in re.finditer(r"^e2e: \S+(?P<budget> \(B \d+\))? at (?P<m>\d+):(?P<s>\d\d): (?P<outcome>[\w-]+)", text, re.M):
+        seen.append((m.group("budget") is not None, m.group("outcome"), 60 * int(m.group("m")) + int(m.group("s"))))
+    dead = [t for budget, outcome, t in seen if budget and outcome == "fault"]
+    return {"first_dead_s": min(dead) if dead else None, "last_s": max((t for *_, t in seen), default=None),
+            "verdicts": len(seen)}
+
+
+def e2e_table(path: Path) -> str:
+    times = e2e_verdict_times(path.read_text(errors="replace"))
+    fmt = lambda t: "n/a" if t is None else f"{t:.0f} s"  # noqa: E731
+    return "\n".join(["| e2e budget sweep | value | aim |", "|---|---:|---|",
+                      f"| first dead-budget verdict | {fmt(times['first_dead_s'])} | <= 90 s |",
+                      f"| last verdict ({times['verdicts']} cells) | {fmt(times['last_s'])} | <= 180 s |"])
+
+
 def test_command(out: str | None, workers: str) -> int:
     """Time ``python -m pytest -n WORKERS`` (the README's test command) and print the per-module table."""
     import resource
@@ -116,7 +141,12 @@ def main() -> int:
                    help="time the README's test command (python -m pytest -n WORKERS) and print its per-module table")
     p.add_argument("--workers", default="auto", help="xdist workers for --test-command (default auto)")
     p.add_argument("--from-junit", metavar="FILE", help="print the per-module table of an earlier run's JUnit XML")
+    p.add_argument("--from-e2e-log", metavar="PYTEST_LOG",
+                   help="print the e2e budget sweep's times to its first dead-budget verdict and its last")
     args = p.parse_args()
+    if args.from_e2e_log:
+        print(e2e_table(Path(args.from_e2e_log)))
+        return 0
     if args.from_junit:
         print(per_module_table(Path(args.from_junit)))
         return 0

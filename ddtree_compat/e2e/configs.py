@@ -335,11 +335,15 @@ _FULL_EXTRA = [
     _ddtree(16, "mod8", True),
     _ddtree(32, "always", True),
 ]
-_DDTREE = [  # DFLASH first: its draft sampler's flashinfer JIT build (~90 s, once) overlaps the first wave
+FIELD_FIRST = ((8, False), (12, False))
+"""The ``ddtree`` profile's first servers, before even the target-only one (budget, CUDA graphs): the field's
+failing budgets, eager (no graph capture before their first verify), so their verdict is the run's first."""
+_DDTREE = [  # then DFLASH: its draft sampler's flashinfer JIT build (~90 s, once) overlaps the first wave
+    *[_ddtree(b, "always", g) for b, g in FIELD_FIRST],
     _dflash(16, "always", False),
     _dflash(16, "always", True),
     _dflash(16, "mod4", False),
-    *[_ddtree(b, "always", g) for b in SWEEP_BUDGETS for g in (True, False)],
+    *[_ddtree(b, "always", g) for b in SWEEP_BUDGETS for g in (True, False) if (b, g) not in FIELD_FIRST],
     _ddtree(8, "never", True),
     _ddtree(12, "never", True),
     _ddtree(16, "never", False),
@@ -374,7 +378,8 @@ _PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDT
 def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
          attention: str | tuple[str, ...] | None = None) -> list[ServerConfig]:
     """The server configurations of ``profile``, each with its phases, once per attention backend of
-    ``attention`` (:func:`parse_attention`; default every one); the target-only server first.
+    ``attention`` (:func:`parse_attention`; default every one); the target-only server first (in ``ddtree``,
+    right after the field's budgets, :data:`FIELD_FIRST`, whose verdict is the one that run is for).
 
     The target-only server's own cells use the EAGLE prompts; :func:`baseline_requests` gives the
     requests whose outputs are the lossless baseline for every other server.
@@ -393,7 +398,8 @@ def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
     longest = max(r.max_new_tokens for c in out for p in c.phases for r in p.requests)
     target = ServerConfig("target", NONE, phases=_phases(1, conc, shape.vocab, fixed_tokens=longest),
                           attention=TARGET_ATTENTION)
-    return [target, *out]
+    ahead = len(FIELD_FIRST) * len(attention) if profile == "ddtree" else 0  # the field's verdict before the target's
+    return [*out[:ahead], target, *out[ahead:]]
 
 
 def concurrencies(config: ServerConfig, base: tuple[int, ...]) -> tuple[int, ...]:

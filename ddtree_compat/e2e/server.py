@@ -344,7 +344,25 @@ def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
 PORT_RANGE = (20000, 55535)
 """Ports the servers get: DDTree trees of June-July 2026 (rancy-ddtree 398fc2c7, dbguo-ddtree-dev 514ea1f3) set
 their gRPC port to ``port + 10000`` and refuse to start above 65535 (``ServerArgs._handle_deprecated_args``:
-``SGLANG_GRPC_PORT (69511) must be between 1 and 65535``, seen on the H200 with ephemeral ports)."""
+``SGLANG_GRPC_PORT (69511) must be between 1 and 65535``, seen on the H200 with ephemeral ports). Cut at the
+kernel's ephemeral range (:func:`ephemeral_floor`): a port picked there can be taken by an outgoing connection
+in the minute before the server binds it (H200, session 11: two of 25 servers died on ``address already in
+use``)."""
+PORT_SPACING = 16
+"""Ports picked for one session stay this far apart (a server binds a few ports next to its own)."""
+
+
+def ephemeral_floor(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The lowest port the kernel hands to outgoing connections (Linux's default 32768 where unreadable)."""
+    try:
+        return int(open(path).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+class PortInUse(RuntimeError):
+    """The server could not bind its HTTP port (something took it after it was picked): ours to retry, not a
+    verdict on the server."""
 
 
 def free_port(taken: set[int] | None = None, port_range: tuple[int, int] = PORT_RANGE) -> int:
@@ -356,9 +374,10 @@ def free_port(taken: set[int] | None = None, port_range: tuple[int, int] = PORT_
     import random
 
     taken = taken if taken is not None else set()
+    low, high = port_range[0], min(port_range[1], max(port_range[0] + 1000, ephemeral_floor()))
     for _ in range(200):
-        port = random.randrange(*port_range)
-        if port in taken:
+        port = random.randrange(low, high)
+        if any(abs(port - t) < PORT_SPACING for t in taken):
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
@@ -367,7 +386,7 @@ def free_port(taken: set[int] | None = None, port_range: tuple[int, int] = PORT_
                 continue
         taken.add(port)
         return port
-    raise RuntimeError(f"no free port in {port_range} found in 200 tries")
+    raise RuntimeError(f"no free port in {(low, high)} found in 200 tries")
 
 
 class ServerFault(RuntimeError):
@@ -410,6 +429,18 @@ def _set_pdeathsig() -> None:  # runs in the child between fork and exec
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
+
+
+def _child_setup(niceness: int):
+    """The child's set-up between fork and exec: killed with this thread (``PR_SET_PDEATHSIG``), and ``nice``d
+    by ``niceness`` (its own children inherit it)."""
+
+    def setup() -> None:
+        _set_pdeathsig()
+        if niceness:
+            os.nice(niceness)
+
+    return setup
 
 
 def stop_many(servers: list["ServerProcess"], grace_s: float = 10.0) -> list[int]:
@@ -469,10 +500,12 @@ class ServerProcess:
         ready_s: seconds from start to ready (``None`` until ready).
         ready_offset: log size in bytes when it became ready (the startup log is ``[0, ready_offset)``).
         failure: the :class:`ServerFault` :meth:`check_log` raised (``None`` until then).
+        niceness: the ``nice`` increment the child starts with (0: this process's priority).
     """
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: str | Path, port: int):
-        self.name, self.argv, self.env, self.port = name, argv, env, port
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: str | Path, port: int,
+                 niceness: int = 0):
+        self.name, self.argv, self.env, self.port, self.niceness = name, argv, env, port, niceness
         self.log_path = Path(log_path)
         self.proc: subprocess.Popen | None = None
         self.started_at = 0.0
@@ -481,6 +514,7 @@ class ServerProcess:
         self.descendants: set[int] = set()
         self.failure: ServerFault | None = None
         self._scanned = 0  # log bytes check_log has read
+        self._scanned_bind = 0  # log bytes wait_ready has searched for a failed bind of the port
         self._carry = b""  # their last lines, read again with the next bytes (a header waits for its frame)
 
     @property
@@ -494,7 +528,7 @@ class ServerProcess:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_set_pdeathsig)
+                                         preexec_fn=_child_setup(self.niceness))
         self.started_at = time.time()
         with _LOCK:
             _LIVE[self.proc.pid] = self
@@ -579,13 +613,21 @@ class ServerProcess:
         Raises:
             ServerStartError: the log shows a child that failed (:meth:`check_log`; the server is then stopped),
                 the child exited, or ``deadline_s`` passed (``hang``).
+            PortInUse: the log shows that its HTTP port was taken (the server is stopped): start it again on
+                another port.
         """
         import requests
 
         from .logparse import classify_log, excerpt, fault_lines
 
         path = "/ready"
+        taken = f"('127.0.0.1', {self.port}): address already in use"
         while True:
+            if taken in self.read_log(self._scanned_bind):
+                self.stop(grace_s=FAILED_GRACE_S)
+                raise PortInUse(f"server {self.name}: its port {self.port} was taken before it could bind it (log "
+                                f"{self.log_path})")
+            self._scanned_bind = max(0, self.log_size() - len(taken))
             try:
                 self.check_log()
             except ServerFault as e:

@@ -2,22 +2,38 @@
 
 Servers start together (up to ``DDTREE_E2E_PARALLEL``, default 8, at once on the one GPU; each takes a
 small slice: ``--mem-fraction-static`` 0.25 of the memory free at its start and ``--max-total-tokens``
-16384) when the first e2e cell needs one, in the order of the selected cells; a server stops as soon
-as its last selected cell is done, which makes room for the next. The target-only server also answers
-the lossless baseline (every prompt of the plan, once). :meth:`E2ESession.close` (a session finalizer)
-stops whatever is left; :mod:`.server` also stops them at exit and on SIGTERM.
+16384) when the first e2e cell needs one, in the order of the selected cells. The first
+``DDTREE_E2E_PRIORITY`` (default 6: the target-only server and the profile's first configurations, the
+field's budgets in the ``ddtree`` profile) start at normal CPU priority, every later one under ``nice``
+(:data:`LATER_NICENESS`): a server start is mostly imports on the CPU, and the first verdicts should not wait
+for every server's. The target-only server also answers the lossless baseline (every prompt of the plan,
+once).
 
-Environment: ``DDTREE_E2E_PARALLEL`` (servers starting or running at once), ``DDTREE_E2E_READY_S``
-(readiness deadline per server, default 360), ``DDTREE_E2E_REQUEST_S`` (per request, default 120),
-``DDTREE_E2E_MEM_FRACTION``, ``DDTREE_E2E_MAX_TOTAL_TOKENS``.
+In a session that plans its servers (not an xdist worker), each server is **driven in the background** once
+started: a thread waits until it is ready, sends its selected phases in order, keeps each observation for
+its cell, and stops the server after its last phase (after a failed child, the other phases get that fault).
+The cells judge in pytest's order while servers serve together, so the session takes about as long as its
+slowest servers, not the sum of every server's phases. Every server is started from one launcher thread
+(a child's parent-death signal follows the thread that forked it); a driver whose server stopped asks it for
+the next. ``<root>/timeline.jsonl`` says when each step happened (probe, checkpoints, each server's launch,
+readiness, phases and stop).
+:meth:`E2ESession.close` (a session finalizer) stops whatever is left; :mod:`.server` also stops them at exit
+and on SIGTERM.
+
+Environment: ``DDTREE_E2E_PARALLEL`` (servers starting or running at once), ``DDTREE_E2E_PRIORITY`` (servers
+started at normal priority), ``DDTREE_E2E_READY_S`` (readiness deadline per server, default 360),
+``DDTREE_E2E_REQUEST_S`` (per request, default 120), ``DDTREE_E2E_MEM_FRACTION``,
+``DDTREE_E2E_MAX_TOTAL_TOKENS``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,13 +44,19 @@ from .drafts import write_draft
 from .configs import Phase, ServerConfig, baseline_requests, drafts, e2e_profile, plan
 from .expect import PhaseExpectation
 from .runner import Judgement, Observation, judge, judge_negative_control, run_phase, save_capture
-from .server import (DEFAULTS, SERVER_MODULE, Capabilities, ServerFault, ServerProcess, ServerStartError,
+from .server import (DEFAULTS, SERVER_MODULE, Capabilities, PortInUse, ServerFault, ServerProcess, ServerStartError,
                      attention_reason, free_port, probe, resolve_attention, server_argv, server_env, stop_many,
                      unavailable_reason)
 
 READY_S = float(os.environ.get("DDTREE_E2E_READY_S", "360"))
 REQUEST_S = float(os.environ.get("DDTREE_E2E_REQUEST_S", "120"))
 PARALLEL = int(os.environ.get("DDTREE_E2E_PARALLEL", "8"))
+PRIORITY = int(os.environ.get("DDTREE_E2E_PRIORITY", "6"))
+PORT_IN_USE = "port-in-use"
+"""The class of a start that failed because the server's port was taken twice (the suite's error)."""
+LATER_NICENESS = 10
+"""``nice`` increment of every server launched after the first :data:`PRIORITY` (CFS then gives a niced
+process about a tenth of a normal one's share of a busy CPU)."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +107,16 @@ class E2ESession:
         self._baseline_error: str | None = None
         self.env = server_env()
         self.planned = True
+        self.wanted: dict[str, list[str]] = {}  # config id -> its selected phases, in run order
+        self._observed: dict[tuple[str, str], Future] = {}  # (config id, phase) -> Observation or ServerFault
+        self._baseline_future: Future = Future()  # resolved by the target-only server's driver
+        self._drivers: ThreadPoolExecutor | None = None
+        self._launcher: ThreadPoolExecutor | None = None  # planned: the one thread that starts servers
+        self._driven: set[str] = set()
+        self._launch_order: dict[str, int] = {}
+        self._lock = threading.RLock()  # the probe, SGLang's attention choice, the checkpoints: computed once
+        self._t0 = time.time()
+        self._closing = False
 
     # ------------------------------------------------------------------------------------ selection
     def select(self, selected: list[E2ECell], planned: bool = True) -> None:
@@ -98,6 +130,8 @@ class E2ESession:
             self.pending[c.config.id] += 1
             if c.config.id not in self.order:
                 self.order.append(c.config.id)
+            if c.phase.name not in self.wanted.setdefault(c.config.id, []):
+                self.wanted[c.config.id].append(c.phase.name)
         if any(c.config.speculative for c in selected) and "target" not in self.order:
             self.order.insert(0, "target")  # the lossless baseline
 
@@ -113,7 +147,12 @@ class E2ESession:
 
     @property
     def caps(self) -> Capabilities:
+        with self._lock:
+            return self._probe()
+
+    def _probe(self) -> Capabilities:
         if self._caps is None:
+            t = time.time()
             self._caps = probe(self.env)
             self.root.mkdir(parents=True, exist_ok=True)
             (self.root / "capabilities.json").write_text(json.dumps(
@@ -121,6 +160,7 @@ class E2ESession:
                  "algorithms": self._caps.algorithms, "modules": self._caps.modules,
                  "error": self._caps.error, "failure": self._caps.failure, "flags": sorted(self._caps.flags)},
                 indent=1))
+            self.mark("probed", seconds=round(time.time() - t, 1))
         return self._caps
 
     def implementation_name(self) -> str:
@@ -179,6 +219,10 @@ class E2ESession:
     def resolved(self, config: ServerConfig) -> dict:
         """SGLang's attention choice for ``config`` (:func:`.server.resolve_attention`, asked once for every
         ``default`` configuration of the plan): ``{"attention_backend": name, ...}`` or ``{"error": why}``."""
+        with self._lock:
+            return self._resolve(config)
+
+    def _resolve(self, config: ServerConfig) -> dict:
         if config.id not in self._attention:
             paths = self.checkpoints()
             asked = {c.id: server_argv(c, self.caps, paths["target"], paths[c.draft.name] if c.draft else None,
@@ -191,17 +235,30 @@ class E2ESession:
     # ------------------------------------------------------------------------------------ checkpoints
     def checkpoints(self) -> dict[str, Path]:
         """Write the target and every draft the plan needs (once per session); name -> folder."""
-        if self._checkpoints is None:
-            base = self.root / "checkpoints"
-            out = {"target": ck.write_target(base, self.shape)}
-            for spec in drafts(list(self.configs.values())):
-                out[spec.name] = write_draft(base, spec, self.shape)
-            self._checkpoints = out
-        return self._checkpoints
+        with self._lock:
+            if self._checkpoints is None:
+                t, base = time.time(), self.root / "checkpoints"
+                out = {"target": ck.write_target(base, self.shape)}
+                for spec in drafts(list(self.configs.values())):
+                    out[spec.name] = write_draft(base, spec, self.shape)
+                self._checkpoints = out
+                self.mark("checkpoints written", seconds=round(time.time() - t, 1))
+            return self._checkpoints
+
+    def mark(self, event: str, server: str = "", **fields) -> None:
+        """One line of ``<root>/timeline.jsonl``: seconds since the session began, the event, its server and
+        fields (where a run's time goes: probe, checkpoints, each server's launch, readiness, phases, stop)."""
+        line = {"t": round(time.time() - self._t0, 2), "event": event, **({"server": server} if server else {}),
+                **fields}
+        with self._lock:
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(self.root / "timeline.jsonl", "a") as f:
+                f.write(json.dumps(line) + "\n")
 
     # ------------------------------------------------------------------------------------ servers
-    def _launch(self, config: ServerConfig) -> None:
-        if config.id in self.servers or config.id in self.failed or self.reason(config):
+    def _launch(self, config: ServerConfig, again: bool = False) -> None:
+        """Start ``config``'s server (unless it was started, ``again`` aside, failed or cannot run here)."""
+        if config.id in self.servers and not again or config.id in self.failed or self.reason(config):
             return
         paths = self.checkpoints()
         port, nccl = free_port(self.ports), free_port(self.ports)
@@ -211,15 +268,52 @@ class E2ESession:
         folder.mkdir(parents=True, exist_ok=True)
         keep = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK", "HF_HUB_OFFLINE",
                 "DDTREE_E2E_IMPL", "FLASHINFER_WORKSPACE_BASE")
+        order = self._launch_order.setdefault(config.id, len(self._launch_order))  # a relaunch keeps its place
+        niceness = 0 if order < PRIORITY else LATER_NICENESS
         (folder / "launch.json").write_text(json.dumps({
             "argv": argv, "env": {k: self.env.get(k) for k in keep}, "sglang": self.caps.sglang,
             "implementation": self.caps.implementation, "attention": self.attention_name(config),
-            "attention_asked": config.attention, "defaults": DEFAULTS, "config": config.id}, indent=1))
-        self.servers[config.id] = ServerProcess(config.id, argv, self.env, folder / "server.log", port).start()
+            "attention_asked": config.attention, "defaults": DEFAULTS, "config": config.id,
+            "order": order, "nice": niceness}, indent=1))
+        self.servers[config.id] = ServerProcess(config.id, argv, self.env, folder / "server.log", port,
+                                                niceness=niceness).start()
+        self.mark("launched", config.id, order=order, nice=niceness)
+        self._drive_in_background(config)
+
+    def _drive_in_background(self, config: ServerConfig) -> None:
+        """Start ``config``'s server's driver (:meth:`_drive`) once, in a planned session."""
+        if not self.planned or config.id not in self.servers or config.id in self._driven:
+            return
+        self._driven.add(config.id)
+        if self._drivers is None:
+            self._drivers = ThreadPoolExecutor(max_workers=len(self.configs) + 1, thread_name_prefix="e2e-server")
+        for name in self.wanted.get(config.id, []):
+            self._observed.setdefault((config.id, name), Future())
+        self._drivers.submit(self._drive, config, self.servers[config.id])
 
     def prefetch(self) -> None:
-        """Start the servers of the selected cells, in order, while fewer than ``PARALLEL`` run."""
-        if not self.planned:
+        """Start the servers of the selected cells, in order, while fewer than ``PARALLEL`` run: in the launcher
+        thread, without waiting for it."""
+        if not self.planned or self._closing:
+            return
+        self._in_launcher(self._prefetch_now)
+
+    def _in_launcher(self, fn, *args) -> Future:
+        """``fn(*args)`` in the launcher thread: every server of a planned session is started from that one
+        long-lived thread (a child's parent-death signal follows the thread that forked it), so neither pytest's
+        thread nor a driver waits for a start."""
+        if self._launcher is None:
+            self._launcher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e2e-launch")
+        return self._launcher.submit(fn, *args)
+
+    def _launch_now(self, config: ServerConfig) -> None:
+        """In the launcher thread: the servers that have room, then ``config``'s (and its driver) if not yet."""
+        self._prefetch_now()
+        self._launch(config)
+        self._drive_in_background(config)
+
+    def _prefetch_now(self) -> None:
+        if self._closing:
             return
         for cid in self.order:
             running = sum(1 for s in self.servers.values() if s.alive())
@@ -244,23 +338,94 @@ class E2ESession:
         s = self.servers[config.id]
         if s.ready_s is None:
             try:
-                s.wait_ready(READY_S)
+                s = self._ready(config, s, relaunch=lambda: self._relaunch(config))
             except ServerStartError as e:
                 self.failed[config.id] = e
-                s.stop()
+                self.servers[config.id].stop()
                 raise
         return s
 
     def done(self, config: ServerConfig) -> None:
-        """A cell of ``config`` finished: stop its server after its last cell (the target-only server
-        once the baseline is taken too), then start the next ones."""
+        """A cell of ``config`` finished: start the next servers (its driver stops its server after its last
+        phase, and the target-only server after the baseline too)."""
         if not self.planned:
             return
         self.pending[config.id] -= 1
-        if self.pending[config.id] <= 0 and config.id in self.servers:
-            if config.id != "target" or self._baseline is not None or self._baseline_error is not None:
-                self.servers[config.id].stop()
         self.prefetch()
+
+    # ------------------------------------------------------------------------------------ background driving
+    def _drive(self, config: ServerConfig, server: ServerProcess) -> None:
+        """A server's background thread: wait until it is ready, run its selected phases in order (each
+        observation kept for its cell), take the baseline on the target-only server, then stop it. A start
+        that failed, or a child that failed in a phase, ends the phases left with that fault."""
+        phases = {p.name: p for p in config.phases}
+        wanted = list(self.wanted.get(config.id, []))
+        try:
+            try:
+                server = self._ready(config, server, relaunch=lambda: self._in_launcher(self._relaunch, config).result())
+                self.mark("ready", config.id, after_s=round(server.ready_s, 1))
+            except ServerStartError as e:
+                self.failed[config.id] = e
+                self.mark("failed before ready", config.id, fault_class=e.fault_class)
+                server = self.servers.get(config.id, server)  # a relaunched one, if any
+                server.stop()
+            first = True
+            for name in wanted:
+                future = self._observed[(config.id, name)]
+                if config.id in self.failed:
+                    future.set_exception(self.failed[config.id])
+                    continue
+                obs = run_phase(server, phases[name], REQUEST_S, first)
+                first = False
+                self._remember(config, obs, f"cell {config.id}-{name}")
+                self.mark("phase", config.id, phase=name, wall_s=round(obs.wall_s, 2),
+                          **({"fault_class": obs.server_fault["fault_class"]} if obs.server_fault else {}))
+                future.set_result(obs)
+            if config.id == "target":
+                self._take_baseline(server)
+        except BaseException as e:  # the suite's own error: every cell still waiting gets it (an error, not a verdict)
+            for name in wanted:
+                if not self._observed[(config.id, name)].done():
+                    self._observed[(config.id, name)].set_exception(e)
+            if config.id == "target" and self._baseline is None and self._baseline_error is None:
+                self._baseline_error = f"the target-only server's driver failed: {type(e).__name__}: {e}"
+            raise
+        finally:
+            if config.id == "target" and not self._baseline_future.done():
+                self._baseline_future.set_result(None)
+            server.stop()
+            self.mark("stopped", config.id)
+            self.prefetch()  # its room goes to the next server
+
+    def _ready(self, config: ServerConfig, server: ServerProcess, relaunch) -> ServerProcess:
+        """``server`` once ready; started again (``relaunch()``, on another port) when its port was taken before it
+        could bind it, once. Raises :class:`ServerStartError` (class ``port-in-use`` when the port was taken
+        twice: the suite's own error, never a verdict on the server)."""
+        try:
+            server.wait_ready(READY_S)
+            return server
+        except PortInUse as e:
+            self.mark("port taken", config.id, port=server.port)
+            server = relaunch()
+        try:
+            server.wait_ready(READY_S)
+            return server
+        except PortInUse as again:
+            raise ServerStartError(f"{e}; again on another port: {again}", PORT_IN_USE, "") from again
+
+    def _relaunch(self, config: ServerConfig) -> ServerProcess:
+        """In the launcher thread (or pytest's, unplanned): ``config``'s server started again on new ports (it
+        replaces the old one in :attr:`servers` in one step)."""
+        self._launch(config, again=True)
+        return self.servers[config.id]
+
+    def _wait(self, config: ServerConfig, future) -> object:
+        """``future()``'s result (a driver's), ``config``'s server started first if it is not yet (with those that
+        have room). Raises what the driver set (a :class:`ServerFault`)."""
+        self._in_launcher(self._launch_now, config).result()
+        if config.id not in self.servers:
+            raise ServerStartError(f"server {config.id} not launched: {self.reason(config)}", "other", "")
+        return future().result()
 
     # ------------------------------------------------------------------------------------ baseline
     def baseline(self) -> tuple[dict[tuple, list[int]] | None, str]:
@@ -270,25 +435,39 @@ class E2ESession:
             why = self.reason(target)
             if why:
                 self._baseline_error = why
+            elif self.planned:  # the target-only server's driver takes it
+                try:
+                    self._wait(target, lambda: self._baseline_future)
+                except ServerFault as e:
+                    self._baseline_error = self._baseline_error or f"target-only server did not start: {e}"
             else:
                 try:
-                    s = self.server(target)
-                    reqs = list(baseline_requests(list(self.configs.values())))
-                    phase = Phase("baseline", len(reqs), tuple(reqs))
-                    obs = run_phase(s, phase, REQUEST_S, first=False)
-                    self._remember(target, obs, "the lossless baseline")
-                    verdict = judge(target, phase, target.expectation(phase, self.shape), obs).verdict
-                    if verdict.outcome != "pass":
-                        self._baseline_error = f"target-only baseline run: {verdict.outcome}: {verdict.message[:300]}"
-                    else:
-                        self._baseline = {r.prompt: list(resp["output_ids"]) for r, resp in zip(reqs, obs.responses)}
+                    self._take_baseline(self.server(target))
                 except ServerStartError as e:
                     self._baseline_error = f"target-only server did not start: {e}"
                 except ServerFault as e:
                     self._baseline_error = f"target-only server failed: {e}"
-                if self.planned and self.pending["target"] <= 0 and "target" in self.servers:
+                if self.pending["target"] <= 0 and "target" in self.servers:
                     self.servers["target"].stop()
         return self._baseline, self._baseline_error or ""
+
+    def _take_baseline(self, server: ServerProcess) -> None:
+        """Send every prompt of the plan once to the (ready) target-only server and keep its outputs, or why not."""
+        target = self.configs["target"]
+        if "target" in self.failed:
+            e = self.failed["target"]
+            self._baseline_error = (f"target-only server did not start: {e}" if isinstance(e, ServerStartError)
+                                    else f"target-only server failed: {e}")
+            return
+        reqs = list(baseline_requests(list(self.configs.values())))
+        phase = Phase("baseline", len(reqs), tuple(reqs))
+        obs = run_phase(server, phase, REQUEST_S, first=False)
+        self._remember(target, obs, "the lossless baseline")
+        verdict = judge(target, phase, target.expectation(phase, self.shape), obs).verdict
+        if verdict.outcome != "pass":
+            self._baseline_error = f"target-only baseline run: {verdict.outcome}: {verdict.message[:300]}"
+        else:
+            self._baseline = {r.prompt: list(resp["output_ids"]) for r, resp in zip(reqs, obs.responses)}
 
     # ------------------------------------------------------------------------------------ one cell
     def run(self, cell: E2ECell) -> CellRun:
@@ -299,18 +478,20 @@ class E2ESession:
         config, phase = cell.config, cell.phase
         t0 = time.time()
         try:
-            server = self.server(config)
-        except ServerFault as e:
-            return CellRun(Judgement(Verdict("fault", str(e), duration_s=time.time() - t0, fault_class=e.fault_class),
+            if self.planned:  # observed by the server's driver
+                obs = self._wait(config, lambda: self._observed[(config.id, phase.name)])
+            else:
+                server = self.server(config)
+                first = config.id not in self.used
+                self.used.add(config.id)
+                obs = run_phase(server, phase, REQUEST_S, first)
+                self._remember(config, obs, f"cell {cell.id}")
+        except ServerFault as e:  # a port taken twice is ours: an error, not a verdict on the server
+            outcome, cls = ("error", None) if e.fault_class == PORT_IN_USE else ("fault", e.fault_class)
+            return CellRun(Judgement(Verdict(outcome, str(e), duration_s=time.time() - t0, fault_class=cls),
                                      log_excerpt=e.excerpt), None, None)
-        baseline, why = self.baseline()
-        if config.id == "target":  # judged against the designed chain only
-            baseline, why = None, ""
+        baseline, why = self.baseline() if config.id != "target" else (None, "")  # target: the designed chain only
         expect = config.expectation(phase, self.shape)
-        first = config.id not in self.used
-        self.used.add(config.id)
-        obs = run_phase(server, phase, REQUEST_S, first)
-        self._remember(config, obs, f"cell {cell.id}")
         twin: PhaseExpectation | None = None
         if config.negative_control:
             twin = config.agreeing_twin().expectation(phase, self.shape)
@@ -331,5 +512,12 @@ class E2ESession:
                                                  f["fault_class"], f["excerpt"], f.get("seen_s"))
 
     def close(self) -> list[int]:
-        """Stop every server (together); pids left alive (should be none)."""
-        return stop_many(list(self.servers.values()))
+        """Stop every server (together), then let their drivers end; pids left alive (should be none)."""
+        self._closing = True
+        if self._launcher is not None:  # a start in flight finishes; none begins
+            self._launcher.shutdown(wait=True, cancel_futures=True)
+        left = stop_many(list(self.servers.values()))
+        if self._drivers is not None:
+            self._drivers.shutdown(wait=False, cancel_futures=True)
+        self.mark("closed")
+        return left

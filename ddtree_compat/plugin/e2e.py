@@ -6,6 +6,7 @@ GPU the servers run on), and judged by ``ddtree_check_e2e`` against one session'
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from .session import active, suite
 
 _ATTENTION: tuple[str, ...] = ()
 """The ``--ddtree-e2e-attention`` names of this process (set in :func:`pytest_configure`)."""
+STARTED = pytest.StashKey[float]()
+"""When this pytest process was configured (the verdict lines say how long after it each cell finished)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -26,6 +29,7 @@ def pytest_configure(config: pytest.Config) -> None:
     GPU, or a stand-in server) one the installed SGLang's ``--attention-backend`` lacks, is a one-line usage
     error."""
     global _ATTENTION
+    config.stash[STARTED] = time.time()
     config.pluginmanager.register(VerdictLines(config), "ddtree-e2e-verdict-lines")
     given = config.getoption("ddtree_e2e_attention", None) or []
     if not given:  # every backend (the e2e cells resolve ``()`` so): nothing to check, nothing imported here
@@ -124,20 +128,24 @@ def ddtree_e2e_session(request: pytest.FixtureRequest):
     return session
 
 
-def verdict_line(e2e_cell, verdict) -> str:
+def verdict_line(e2e_cell, verdict, elapsed_s: float | None = None) -> str:
     """One line per finished e2e cell, printed as it finishes (the budget sweep's table builds up while servers
-    still run): ``e2e: ddtree-b8-spine-always-graph-attn-fa3-bs1 (B 8): fault (other): scheduler raised at ...``."""
+    still run), with the time since the run started: ``e2e: ddtree-b8-spine-always-graph-attn-fa3-bs1 (B 8) at
+    0:41: fault (other): scheduler raised at ...``."""
     budget = getattr(e2e_cell.config, "budget", None)
     kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
     first = verdict.message.splitlines()[0] if verdict.message else ""
-    return f"e2e: {e2e_cell.id}{f' (B {budget})' if budget else ''}: {kind}: {first[:200]}"
+    at = "" if elapsed_s is None else f" at {int(elapsed_s) // 60}:{int(elapsed_s) % 60:02d}"
+    return f"e2e: {e2e_cell.id}{f' (B {budget})' if budget else ''}{at}: {kind}: {first[:200]}"
 
 
 LINE = "ddtree_e2e_line"  # the report property carrying a cell's verdict line to the terminal
 
 
 def _announce(node: pytest.Item, e2e_cell, verdict) -> None:
-    node.user_properties.append((LINE, verdict_line(e2e_cell, verdict)))
+    started = node.config.stash.get(STARTED, None)
+    node.user_properties.append((LINE, verdict_line(e2e_cell, verdict, None if started is None else
+                                                    time.time() - started)))
 
 
 class VerdictLines:

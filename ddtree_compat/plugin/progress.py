@@ -1,7 +1,8 @@
 """What a session says while it runs (the controller process only; a session with no cell of ours hears nothing):
 
 * when the first cell reports, one line per backend: what runs here, what skips and why (from the backends'
-  declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found;
+  declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found
+  (a session of e2e cells only: one line, the kernel backends are not resolved for it);
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
   the static tier's compiles done and left, and the test running longest (which kernel x arch compiles,
   in a static cell's id: ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``).
@@ -88,6 +89,7 @@ class Progress:
         self.finished: set[str] = set()
         self.running: dict[str, float] = {}
         self.cells_seen = False
+        self.e2e_only = False  # every test collected here is an e2e cell: no kernel backend to speak of
         self.started = self.last = time.monotonic()
 
     def _speaks(self) -> bool:
@@ -119,11 +121,16 @@ class Progress:
                 sess = suite(self.config)
             except pytest.UsageError:
                 return  # the workers' cells report it
+        if self.e2e_only:  # the kernel backends' lines would import SGLang's kernels and the implementations
+            self._write(f"ddtree-compat: e2e cells only ({len(self.collected)}): servers on {sess.e2e_arch()}")
+            return
         for line in start_lines(sess):
             self._write(line)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
+        self.e2e_only = bool(session.items) and all(
+            "ddtree_e2e_cell" in getattr(getattr(item, "callspec", None), "params", {}) for item in session.items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:

@@ -5,7 +5,7 @@ Modes: ``ready`` (ready after 0.3 s, with a worker and a grandchild), ``escape``
 that leaves the process group with ``setsid``), ``crash`` (prints a CUDA fault and exits 3), ``never``
 (answers 503 forever), ``health-only`` (no ``/ready`` route: 404; ``/health`` 200), ``raise-before-ready``
 (logs the scheduler's traceback and SGLang's SIGQUIT line, then hangs without exiting or serving, as SGLang
-lingers over its crash diagnostics), ``raise-at-verify`` (ready; the first ``POST /generate`` logs the same and
+lingers over its crash diagnostics), ``port-taken`` (logs uvicorn's failed bind of its port, then hangs), ``raise-at-verify`` (ready; the first ``POST /generate`` logs the same and
 hangs, without an answer and without exiting), ``raise-survived`` (ready; each ``POST /generate`` logs a
 warning that quotes a traceback, not at a line's start, and answers 200).
 """
@@ -49,6 +49,10 @@ def main() -> None:
     print(f"fake server starting in mode {args.mode}", flush=True)
     if args.mode == "raise-before-ready":
         print(SCHEDULER_RAISES, flush=True)
+        time.sleep(300)
+    if args.mode == "port-taken":  # uvicorn could not bind; SGLang then waits for a warmup that never answers
+        print(f"[2026-12-02 07:13:08] ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', "
+              f"{args.port}): address already in use", flush=True)
         time.sleep(300)
     if args.mode == "crash":
         print("[2026-11-30 12:00:00] Scheduler hit an exception: Traceback (most recent call last):", flush=True)

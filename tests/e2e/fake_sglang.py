@@ -15,8 +15,11 @@ does: ``output_ids`` and ``meta_info``, one ``Decode batch`` log line per round,
 gauge, ``/server_info``. ``FAKE_SGLANG_MODES="draft=mode,..."`` makes the
 server of a draft checkpoint (folder name, e.g. ``eagle-always``) misbehave: ``zero-accept`` (no draft
 ever accepted: the field symptom), ``fault`` (as zero-accept, after logging a CUDA illegal instruction),
-``crash`` (exits before it is ready). Run with ``--ddtree-probe`` it prints the capabilities line the
-suite's probe reads.
+``crash`` (exits before it is ready). ``FAKE_SGLANG_DELAY_S`` makes each request take that much longer;
+``FAKE_SGLANG_REQUESTS`` names a file each server appends ``port start end`` (epoch seconds) to per request it
+served (when servers served at once); ``FAKE_SGLANG_PORT_TAKEN_ONCE`` names a marker file: the first server
+started logs that its port was taken and hangs (the marker made). Run with ``--ddtree-probe`` it prints the capabilities line the suite's
+probe reads.
 """
 
 from __future__ import annotations
@@ -188,6 +191,12 @@ def main() -> None:
     mode = modes.get(draft, "honest")
     log = lambda msg: print(f"[2026-12-01 10:00:00] {msg}", flush=True)  # noqa: E731
     log(f"fake sglang: {' '.join(sys.argv[1:])}")
+    once = os.environ.get("FAKE_SGLANG_PORT_TAKEN_ONCE")
+    if once and not os.path.exists(once):  # the first server started finds its port taken, as uvicorn logs it
+        open(once, "w").close()
+        log(f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {args.port}): address "
+            "already in use")
+        time.sleep(300)  # SGLang then waits for its warmup request, which never gets an answer
     if mode == "crash":
         log("Scheduler hit an exception: Traceback (most recent call last):")
         print("RuntimeError: CUDA error: an illegal memory access was encountered", flush=True)
@@ -228,6 +237,8 @@ def main() -> None:
                 self._send(404, b"{}")
 
         def do_POST(self):  # noqa: N802
+            started = time.time()
+            time.sleep(float(os.environ.get("FAKE_SGLANG_DELAY_S", "0")))
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = list(body["input_ids"])
             output_ids, rounds = generate(prompt, body["sampling_params"]["max_new_tokens"])
@@ -256,6 +267,9 @@ def main() -> None:
                 stats["gen"] += len(output_ids)
                 stats["verify"] += len(rounds)
             self._send(200, json.dumps({"output_ids": output_ids, "meta_info": meta}).encode())
+            if os.environ.get("FAKE_SGLANG_REQUESTS"):
+                with open(os.environ["FAKE_SGLANG_REQUESTS"], "a") as f:
+                    f.write(f"{args.port} {started} {time.time()}\n")
 
         def log_message(self, fmt, *a):
             pass

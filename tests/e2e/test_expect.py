@@ -154,6 +154,8 @@ def test_ddtree_profile_covers_the_sweep():
                                                              ck.TinyShape()).uniform == 4
     assert by_id["ddtree-b8-spine-never-graph"].negative_control
     assert len(configs) <= 26  # two waves of 13 servers in one 10-minute device call
+    # the field's failing budgets start first (before the target-only server), eager
+    assert [(c.budget, c.cuda_graph) for c in configs[:2]] == [(8, False), (12, False)] and configs[2].id == "target"
 
 
 def test_negative_control_twin_expects_acceptance():

@@ -372,3 +372,20 @@ def test_the_attention_backend_a_server_chose_is_read_from_its_log():
            "'sampling_backend': 'pytorch'}\n")
     assert attention_backend(log) == "flashinfer"
     assert attention_backend("[x] Load weight begin.\n") == ""
+
+
+def test_ports_are_picked_below_the_ephemeral_range_and_apart(monkeypatch):
+    """An ephemeral port can be taken by an outgoing connection before the server binds it (H200, session 11);
+    the ports of one session stay PORT_SPACING apart (a server binds a few next to its own)."""
+    monkeypatch.setattr(srv, "ephemeral_floor", lambda: 32768)
+    taken: set[int] = set()
+    ports = [srv.free_port(taken) for _ in range(50)]
+    assert all(srv.PORT_RANGE[0] <= p < 32768 for p in ports)
+    assert all(abs(a - b) >= srv.PORT_SPACING for i, a in enumerate(ports) for b in ports[i + 1:])
+
+
+def test_a_port_taken_before_the_bind_is_ours_to_retry(launch):
+    s = launch("port-taken")
+    with pytest.raises(srv.PortInUse, match=f"its port {s.port} was taken"):
+        s.wait_ready(30, poll_s=0.1)
+    assert not s.alive()

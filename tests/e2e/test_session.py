@@ -15,8 +15,12 @@ SELECT = "target or eagle-k1-s8-d9 or eagle-k4 or standalone or dflash"
 
 
 def test_one_session_of_stand_in_servers(pytester, monkeypatch):
+    served = pytester.path / "served.txt"
     env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": "120",
-           "FAKE_SGLANG_MODES": MODES, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+           "FAKE_SGLANG_MODES": MODES, "FAKE_SGLANG_DELAY_S": "0.5", "FAKE_SGLANG_REQUESTS": str(served),
+           "FAKE_SGLANG_PORT_TAKEN_ONCE": str(pytester.path / "port-taken"),
+           "DDTREE_E2E_PRIORITY": "2",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     for name in [n for n in os.environ if n.startswith("DDTREE_")]:  # CI exports DDTREE_REQUIRE_BACKENDS
         monkeypatch.delenv(name)
     for k, v in env.items():
@@ -55,8 +59,27 @@ def test_one_session_of_stand_in_servers(pytester, monkeypatch):
     assert "flashinfer" in res["dflash-b16-always-eager-bs1"]["message"]
     out.assert_outcomes(passed=6, failed=9, skipped=17)
     # each verdict printed as its cell finishes, not only in the summary
-    out.stdout.fnmatch_lines(["e2e: target-bs1: pass: *",
-                              "e2e: standalone-k1-s3-d4-always-eager-attn-default-c4: fault (illegal-instruction): *"])
+    out.stdout.fnmatch_lines(["e2e: target-bs1 at 0:*: pass: *",
+                              "e2e: standalone-k1-s3-d4-always-eager-attn-default-c4 at *: fault (illegal-instruction): *"])
+    # an e2e-only session names no kernel backend (resolving them imports SGLang's kernels and the implementations)
+    out.stdout.fnmatch_lines(["ddtree-compat: e2e cells only (32): servers on sm90"])
+    assert "backend(s)" not in out.stdout.str()
+    # servers are driven in the background, so they serve at the same time (one after another before):
+    # some request of one server overlaps some request of another
+    spans = [(port, float(a), float(b)) for port, a, b in (x.split() for x in served.read_text().splitlines())]
+    assert len({p for p, _, _ in spans}) >= 4
+    assert any(p != q and a < d and c < b for p, a, b in spans for q, c, d in spans), "no two servers served at once"
+    # the first DDTREE_E2E_PRIORITY servers launched at normal priority, every later one niced
+    launched = sorted((json.loads(f.read_text()) for f in (pytester.path / "e2e" / "servers").glob("*/launch.json")),
+                      key=lambda x: x["order"])
+    assert [x["nice"] for x in launched[:2]] == [0, 0] and {x["nice"] for x in launched[2:]} == {10}
+    # the timeline says where the run's time went
+    timeline = [json.loads(x) for x in (pytester.path / "e2e" / "timeline.jsonl").read_text().splitlines()]
+    events = {x["event"] for x in timeline}
+    assert {"probed", "checkpoints written", "launched", "ready", "phase", "stopped", "closed"} <= events
+    # the first server found its port taken: started again on another port, its cells judged as if nothing happened
+    taken = [x for x in timeline if x["event"] == "port taken"]
+    assert len(taken) == 1 and [x["server"] for x in timeline if x["event"] == "launched"].count(taken[0]["server"]) == 2
     assert "e2e cells: 6 pass, 0 wrong, 2 zero-accept, 7 fault, 17 skip" in out.stdout.str()
     # captures for the parsing fixtures, and the report's e2e table
     from ddtree_compat.e2e.runner import rejudge

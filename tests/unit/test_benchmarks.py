@@ -195,3 +195,19 @@ def test_the_probe_writes_a_file_per_process_under_xdist(phases, pytester, monke
                          max(p["exit"] for p in processes) + 0.1, {})
     assert a["tests"] == 2 and a["workers"] == 1
     assert sum(s for _, s in a["path"]) == pytest.approx(a["wall"])
+
+
+def test_the_e2e_budget_sweep_times_come_from_the_verdict_lines():
+    """``suite_cost.py --from-e2e-log``: the first dead budget is the first ``fault`` of a cell with a budget; a
+    target-only fault or a DFLASH pass is not one; the last verdict is the latest line."""
+    spec = importlib.util.spec_from_file_location("suite_cost", ROOT / "benchmarks" / "suite_cost.py")
+    cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cost)
+    log = "\n".join(["e2e: target-bs1 at 0:41: fault (other): server target: ...",
+                     "e2e: dflash-b16-always-eager-attn-triton-bs1 at 1:02: pass: 194 tokens",
+                     "e2e: ddtree-b15-spine-always-graph-attn-triton-bs1 (B 15) at 1:05: pass: 194 tokens",
+                     "e2e: ddtree-b8-spine-always-eager-attn-triton-bs1 (B 8) at 1:30: fault (other): scheduler raised",
+                     "tests/e2e/test_serve.py F",
+                     "e2e: ddtree-b12-spine-always-eager-attn-triton-c4 (B 12) at 2:59: fault (other): scheduler raised"])
+    assert cost.e2e_verdict_times(log) == {"first_dead_s": 90, "last_s": 179, "verdicts": 5}
+    assert cost.e2e_verdict_times("no verdicts") == {"first_dead_s": None, "last_s": None, "verdicts": 0}
