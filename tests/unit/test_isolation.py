@@ -67,10 +67,12 @@ def check_attribution(result, by_backend, faults, n_cases):
 
 
 def test_mixed_cpu_sweep_attributes_every_fault(pytester):
-    result, by_backend, n = mixed_sweep(pytester, CPU_FAULTS, "interpret", timeout=8)
+    """One case per backend: each fault crashes, hangs or poisons its worker, and the next backend's cell runs on
+    the replacement (two cases doubled the worker restarts for nothing more to check)."""
+    result, by_backend, n = mixed_sweep(pytester, CPU_FAULTS, "interpret", timeout=8, cases=1)
     check_attribution(result, by_backend, CPU_FAULTS, n)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*cells: 2 pass, 0 wrong, 0 zero-accept, 8 fault, 0 skip*"])
+    result.stdout.fnmatch_lines(["*cells: 1 pass, 0 wrong, 0 zero-accept, 4 fault, 0 skip*"])
 
 
 def test_mixed_gpu_sweep_attributes_every_injected_fault(pytester):
@@ -115,7 +117,7 @@ def test_dist_each_drops_a_crashed_workers_cells_and_resume_runs_them(pytester):
     """The sweep pins one xdist worker per GPU with ``--dist each``; pytest-xdist 3.8 then drops the
     cells a crashed worker had pending. The sweep's resume passes run them: nothing is lost."""
     pytester.makepyfile(test_kernel=VERIFY_TEST)
-    paths = [str(make_case(b, "spine", "none", 1).save(pytester.path / "cases")) for b in (3, 7, 8, 12)]
+    paths = [str(make_case(b, "spine", "none", 1).save(pytester.path / "cases")) for b in (3, 8)]
     args = ["-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=r.jsonl", "--ddtree-static=off",
             "--ddtree-backend=oracle", "--ddtree-backend=ddtree_compat.faultinject:Raises", "--dist", "each",
             "--tx", "popen//env:CUDA_VISIBLE_DEVICES=0", "--max-worker-restart=100"]
@@ -130,4 +132,4 @@ def test_dist_each_drops_a_crashed_workers_cells_and_resume_runs_them(pytester):
     done, _ = scan(pytester.path / "r.jsonl")
     assert len(first) <= len(done) == 2 * len(paths)
     assert sorted((r["backend"], r["outcome"], r["fault_class"]) for r in done.values()) == (
-        [("mutant-raises", "fault", "illegal-instruction")] * 4 + [("oracle", "pass", None)] * 4)
+        [("mutant-raises", "fault", "illegal-instruction")] * 2 + [("oracle", "pass", None)] * 2)

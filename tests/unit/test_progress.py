@@ -12,9 +12,11 @@ def run(pytester, *args):
                                          *args)
 
 
-def test_the_start_says_which_backends_run_and_which_skip_and_why(pytester, verify_suite):
-    result = run(pytester, "--ddtree-case", str(verify_suite), "-n", "1")
+def test_the_start_says_which_backends_run_and_which_skip_and_why_then_progress_every_interval(pytester, verify_suite):
+    """Under xdist, the controller speaks: the start lines once, then a progress line at every interval."""
+    result = run(pytester, "--ddtree-case", str(verify_suite), "-n", "1", "--ddtree-progress=0.000001")
     result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*progress: * of 3 tests done (*%), *elapsed*"])
     result.stdout.fnmatch_lines(["ddtree-compat: tier interpret, profile default, * backend(s)",
                                  "  oracle on interpret: runs all * kernels",
                                  "  sglang-cuda on interpret: skips verify_tree_greedy: tvm-ffi JIT CUDA kernel runs on "
@@ -23,10 +25,9 @@ def test_the_start_says_which_backends_run_and_which_skip_and_why(pytester, veri
                                  "  CUDA-graph cells (kernel@graph) skip on interpret: CUDA graphs need the device tier"])
 
 
-def test_progress_lines_come_every_interval(pytester, verify_suite):
-    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-progress=0.000001", "-n", "1")
-    result.stdout.fnmatch_lines(["*progress: * of 3 tests done (*%), *elapsed*"])
+def test_an_interval_of_zero_means_no_progress_lines(pytester, verify_suite):
     quiet = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-progress=0")
+    quiet.assert_outcomes(passed=2, skipped=1)
     assert "progress: " not in quiet.stdout.str()
 
 

@@ -354,12 +354,15 @@ def grid_group(profile: str, budget: int, block_size: int, topology: str) -> tup
 @lru_cache(maxsize=4)
 def grid(profile: str = "default") -> tuple[VerifyCase, ...]:
     """All valid verify cases of a profile, in a stable order: its groups (:func:`grid_groups`) one after
-    another.
+    another; from the cache on disk when this code built it before (:mod:`.grid_cache`).
 
     Raises:
         CaseError: unknown profile.
     """
-    return tuple(c for key in grid_groups(profile) for c in grid_group(profile, *key))
+    from .grid_cache import cached
+
+    check_profile(profile)
+    return cached(profile, lambda: tuple(c for key in grid_groups(profile) for c in grid_group(profile, *key)))
 
 
 # --------------------------------------------------------------------------------------------------

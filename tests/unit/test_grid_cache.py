@@ -1,0 +1,70 @@
+"""The verify grid's cache on disk (``families/verify/grid_cache.py``): a process loads what an earlier one built
+with the same code; code replaced at run time (a planted bug) or the switch off builds anew; a bad entry is
+rebuilt."""
+
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from ddtree_compat.families.verify import grid_cache, topologies
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("DDTREE_GRID_CACHE", raising=False)
+    return tmp_path / "ddtree-compat" / "grids"
+
+
+def builder(calls):
+    def build():
+        calls.append(1)
+        return ("case-a", "case-b")
+    return build
+
+
+def test_the_second_call_loads_what_the_first_built(cache):
+    calls = []
+    assert grid_cache.cached("default", builder(calls)) == ("case-a", "case-b")
+    assert grid_cache.cached("default", builder(calls)) == ("case-a", "case-b")
+    assert len(calls) == 1 and len(list(cache.glob("verify-default-*.pickle"))) == 1
+
+
+def test_a_function_replaced_at_run_time_keys_its_own_grid(cache, monkeypatch):
+    before = grid_cache.key("default")
+    name = next(n for n, f in grid_cache._functions(topologies) if "." not in n)
+    real = getattr(topologies, name)
+    monkeypatch.setattr(topologies, name, lambda *a, **k: real(*a, **k))  # a planted bug's wrapper
+    assert grid_cache.key("default") != before
+    monkeypatch.undo()
+    assert grid_cache.key("default") == before and grid_cache.key("full") != before
+
+
+def test_off_builds_every_time_and_a_bad_entry_is_built_again(cache, monkeypatch):
+    calls = []
+    monkeypatch.setenv("DDTREE_GRID_CACHE", "off")
+    grid_cache.cached("default", builder(calls))
+    grid_cache.cached("default", builder(calls))
+    assert len(calls) == 2 and not cache.exists()
+    monkeypatch.delenv("DDTREE_GRID_CACHE")
+    grid_cache.cached("default", builder(calls))
+    entry = next(cache.glob("verify-default-*.pickle"))
+    entry.write_bytes(b"not a pickle")
+    assert grid_cache.cached("default", builder(calls)) == ("case-a", "case-b") and len(calls) == 4
+    assert pickle.loads(entry.read_bytes()) == ("case-a", "case-b")
+
+
+def test_another_process_loads_the_same_default_grid(cache, tmp_path):
+    """Two fresh processes, the first building, the second loading: the same cases, byte for byte."""
+    code = ("import hashlib, pickle, time; t = time.time(); from ddtree_compat.families.verify import records; "
+            "g = records.grid('default'); print(hashlib.sha256(pickle.dumps(g, protocol=4)).hexdigest(), len(g))")
+    env = {**__import__("os").environ, "XDG_CACHE_HOME": str(tmp_path)}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert len(list(cache.glob("verify-default-*.pickle"))) == 1
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert first == again and first.split()[1] == "1144"
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**env, "DDTREE_GRID_CACHE": "off"}).stdout
+    assert off == first
