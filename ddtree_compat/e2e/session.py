@@ -2,11 +2,10 @@
 
 Servers start together (up to ``DDTREE_E2E_PARALLEL``, default 8, at once on the one GPU; each takes a
 small slice: ``--mem-fraction-static`` 0.25 of the memory free at its start and ``--max-total-tokens``
-16384) when the first e2e cell needs one, in the order of the selected cells. The first
-``DDTREE_E2E_PRIORITY`` (default 6: the target-only server and the profile's first configurations, the
-field's budgets in the ``ddtree`` profile) start at normal CPU priority, every later one under ``nice``
-(:data:`LATER_NICENESS`): a server start is mostly imports on the CPU, and the first verdicts should not wait
-for every server's. The target-only server also answers the lossless baseline (every prompt of the plan,
+16384) when the first e2e cell needs one, in the order of the selected cells (the target-only server first;
+in the ``ddtree`` profile the field's budgets before it). The first ``DDTREE_E2E_PRIORITY`` (default 6) start
+at normal CPU priority, every later one under ``nice`` (:data:`LATER_NICENESS`), so that on a host with fewer
+cores than servers the first verdicts do not wait for every server's imports. The target-only server also answers the lossless baseline (every prompt of the plan,
 once).
 
 In a session that plans its servers (not an xdist worker), each server is **driven in the background** once
@@ -447,8 +446,6 @@ class E2ESession:
                     self._baseline_error = f"target-only server did not start: {e}"
                 except ServerFault as e:
                     self._baseline_error = f"target-only server failed: {e}"
-                if self.pending["target"] <= 0 and "target" in self.servers:
-                    self.servers["target"].stop()
         return self._baseline, self._baseline_error or ""
 
     def _take_baseline(self, server: ServerProcess) -> None:
