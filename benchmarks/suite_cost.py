@@ -81,13 +81,13 @@ def per_module_table(junit: Path, top: int = 15) -> str:
 
 
 def e2e_verdict_times(text: str) -> dict[str, float | None]:
-    """From an e2e run's verdict lines: seconds to the first ``fault`` of a cell with a budget (a dead budget), to
-    the last verdict, and the number of verdicts (``None`` where there is none)."""
-    import re
+    """From an e2e run's verdict lines (:data:`ddtree_compat.plugin.e2e.VERDICT_LINE`): seconds to the first
+    ``fault`` of a cell with a budget (a dead budget), to the last verdict, and the number of verdicts (``None``
+    where there is none)."""
+    from ddtree_compat.plugin.e2e import VERDICT_LINE
 
-    seen = []
-    for m in re.finditer(r"^e2e: \S+(?P<budget> \(B \d+\))? at (?P<m>\d+):(?P<s>\d\d): (?P<outcome>[\w-]+)", text, re.M):
-        seen.append((m.group("budget") is not None, m.group("outcome"), 60 * int(m.group("m")) + int(m.group("s"))))
+    seen = [(m.group("budget") is not None, m.group("outcome"), 60 * int(m.group("m")) + int(m.group("s")))
+            for m in VERDICT_LINE.finditer(text) if m.group("m") is not None]
     dead = [t for budget, outcome, t in seen if budget and outcome == "fault"]
     return {"first_dead_s": min(dead) if dead else None, "last_s": max((t for *_, t in seen), default=None),
             "verdicts": len(seen)}

@@ -366,7 +366,8 @@ class PortInUse(RuntimeError):
 
 
 def free_port(taken: set[int] | None = None, port_range: tuple[int, int] = PORT_RANGE) -> int:
-    """A TCP port in ``port_range`` (half-open) free on 127.0.0.1 now, not in ``taken`` (added to it).
+    """A TCP port in ``port_range`` (half-open) below the kernel's ephemeral ports (:func:`ephemeral_floor`), free
+    on 127.0.0.1 now and at least :data:`PORT_SPACING` from every port in ``taken`` (added to it).
 
     Raises:
         RuntimeError: none found in 200 tries.
@@ -514,7 +515,6 @@ class ServerProcess:
         self.descendants: set[int] = set()
         self.failure: ServerFault | None = None
         self._scanned = 0  # log bytes check_log has read
-        self._scanned_bind = 0  # log bytes wait_ready has searched for a failed bind of the port
         self._carry = b""  # their last lines, read again with the next bytes (a header waits for its frame)
 
     @property
@@ -563,7 +563,8 @@ class ServerProcess:
 
     def check_log(self) -> None:
         """Read the log's bytes written since the last call; raise :class:`ServerFault` when they show a child
-        that failed (:func:`.logparse.child_failure`: a traceback, or SGLang's SIGQUIT line). Before it raises,
+        that failed (:func:`.logparse.child_failure`: a traceback, or SGLang's SIGQUIT line), :class:`PortInUse`
+        when they show that the server's own port was taken before it could bind it. Before it raises,
         the log settles (:data:`LOG_SETTLE_S`) so the exception line is complete. Once raised, every later call
         raises the same (:attr:`failure`).
 
@@ -588,7 +589,11 @@ class ServerProcess:
             carry = carry[-_CARRY_BYTES:]
             carry = carry[carry.find(b"\n") + 1:]
         self._carry = carry
-        if child_failure(data.decode("utf-8", "replace")) is None:
+        text = data.decode("utf-8", "replace")
+        if f"('127.0.0.1', {self.port}): address already in use" in text:  # uvicorn's failed bind of our port
+            raise PortInUse(f"server {self.name}: its port {self.port} was taken before it could bind it (log "
+                            f"{self.log_path})")
+        if child_failure(text) is None:
             return
         seen_s = time.time() - self.started_at
         self.settle_log(quiet=LOG_SETTLE_S, limit=5 * LOG_SETTLE_S)
@@ -621,15 +626,12 @@ class ServerProcess:
         from .logparse import classify_log, excerpt, fault_lines
 
         path = "/ready"
-        taken = f"('127.0.0.1', {self.port}): address already in use"
         while True:
-            if taken in self.read_log(self._scanned_bind):
-                self.stop(grace_s=FAILED_GRACE_S)
-                raise PortInUse(f"server {self.name}: its port {self.port} was taken before it could bind it (log "
-                                f"{self.log_path})")
-            self._scanned_bind = max(0, self.log_size() - len(taken))
             try:
                 self.check_log()
+            except PortInUse:
+                self.stop(grace_s=FAILED_GRACE_S)
+                raise
             except ServerFault as e:
                 self.stop(grace_s=FAILED_GRACE_S)
                 raise ServerStartError(f"server {self.name}: {e} ({e.seen_s:.0f}s after start, before it was ready; "

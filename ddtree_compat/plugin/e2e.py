@@ -5,6 +5,7 @@ GPU the servers run on), and judged by ``ddtree_check_e2e`` against one session'
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 from pathlib import Path
@@ -16,12 +17,11 @@ from ..outcomes import Verdict
 from ..tiers import E2E
 from .cells import CELL, Cell
 from .markers import arch_marks
+from .progress import clock
 from .session import active, suite
 
 _ATTENTION: tuple[str, ...] = ()
 """The ``--ddtree-e2e-attention`` names of this process (set in :func:`pytest_configure`)."""
-STARTED = pytest.StashKey[float]()
-"""When this pytest process was configured (the verdict lines say how long after it each cell finished)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,7 +29,6 @@ def pytest_configure(config: pytest.Config) -> None:
     GPU, or a stand-in server) one the installed SGLang's ``--attention-backend`` lacks, is a one-line usage
     error."""
     global _ATTENTION
-    config.stash[STARTED] = time.time()
     config.pluginmanager.register(VerdictLines(config), "ddtree-e2e-verdict-lines")
     given = config.getoption("ddtree_e2e_attention", None) or []
     if not given:  # every backend (the e2e cells resolve ``()`` so): nothing to check, nothing imported here
@@ -112,8 +111,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The e2e cells this process will run, in order (after every deselection), for the server plan."""
     sess = active(session.config)
     if sess is not None:
-        sess.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items
-                             if "ddtree_e2e_cell" in getattr(getattr(i, "callspec", None), "params", {})]
+        sess.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items if is_e2e_item(i)]
+
+
+def is_e2e_item(item: pytest.Item) -> bool:
+    """Whether a collected test is an e2e cell (parametrized by ``ddtree_e2e_cell``)."""
+    return "ddtree_e2e_cell" in getattr(getattr(item, "callspec", None), "params", {})
 
 
 @pytest.fixture(scope="session")
@@ -135,17 +138,23 @@ def verdict_line(e2e_cell, verdict, elapsed_s: float | None = None) -> str:
     budget = getattr(e2e_cell.config, "budget", None)
     kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
     first = verdict.message.splitlines()[0] if verdict.message else ""
-    at = "" if elapsed_s is None else f" at {int(elapsed_s) // 60}:{int(elapsed_s) % 60:02d}"
+    at = "" if elapsed_s is None else f" at {clock(elapsed_s)}"
     return f"e2e: {e2e_cell.id}{f' (B {budget})' if budget else ''}{at}: {kind}: {first[:200]}"
+
+
+VERDICT_LINE = re.compile(r"^e2e: (?P<cell>\S+)(?: \(B (?P<budget>\d+)\))?(?: at (?P<m>\d+):(?P<s>\d\d))?: "
+                          r"(?P<outcome>[\w-]+)", re.M)
+""":func:`verdict_line`'s lines read back (``benchmarks/suite_cost.py --from-e2e-log``): cell, budget, minutes and
+seconds since the run started, outcome."""
 
 
 LINE = "ddtree_e2e_line"  # the report property carrying a cell's verdict line to the terminal
 
 
 def _announce(node: pytest.Item, e2e_cell, verdict) -> None:
-    started = node.config.stash.get(STARTED, None)
-    node.user_properties.append((LINE, verdict_line(e2e_cell, verdict, None if started is None else
-                                                    time.time() - started)))
+    progress = node.config.pluginmanager.get_plugin("ddtree-progress")  # its clock started at configure
+    elapsed = None if progress is None else time.monotonic() - progress.started
+    node.user_properties.append((LINE, verdict_line(e2e_cell, verdict, elapsed)))
 
 
 class VerdictLines:

@@ -129,8 +129,9 @@ class Progress:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
-        self.e2e_only = bool(session.items) and all(
-            "ddtree_e2e_cell" in getattr(getattr(item, "callspec", None), "params", {}) for item in session.items)
+        from .e2e import is_e2e_item
+
+        self.e2e_only = bool(session.items) and all(is_e2e_item(item) for item in session.items)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:
@@ -161,7 +162,7 @@ class Progress:
         now = time.monotonic() if now is None else now
         total = max(len(self.collected), len(self.finished))
         done = len(self.finished)
-        out = f"progress: {done} of {total} tests done ({100 * done // max(total, 1)} %), {_clock(now - self.started)} elapsed"
+        out = f"progress: {done} of {total} tests done ({100 * done // max(total, 1)} %), {clock(now - self.started)} elapsed"
         static = [n for n in self.collected if "[static-" in n]
         if static:
             left = len([n for n in static if n not in self.finished])
@@ -170,11 +171,12 @@ class Progress:
         if self.running:
             nodeid, since = min(self.running.items(), key=lambda kv: kv[1])
             if now - since >= LONG_RUNNING_S:
-                out += f"; running longest: {nodeid.rpartition('::')[2]} ({_clock(now - since)})"
+                out += f"; running longest: {nodeid.rpartition('::')[2]} ({clock(now - since)})"
         return out
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """``m:ss`` of a duration in seconds (``125.3`` -> ``2:05``)."""
     m, s = divmod(int(seconds), 60)
     return f"{m}:{s:02d}"
 

@@ -211,3 +211,13 @@ def test_the_e2e_budget_sweep_times_come_from_the_verdict_lines():
                      "e2e: ddtree-b12-spine-always-eager-attn-triton-c4 (B 12) at 2:59: fault (other): scheduler raised"])
     assert cost.e2e_verdict_times(log) == {"first_dead_s": 90, "last_s": 179, "verdicts": 5}
     assert cost.e2e_verdict_times("no verdicts") == {"first_dead_s": None, "last_s": None, "verdicts": 0}
+    # the lines the plugin prints read back the same way
+    from types import SimpleNamespace
+
+    from ddtree_compat.outcomes import Verdict
+    from ddtree_compat.plugin.e2e import verdict_line
+
+    cell = SimpleNamespace(id="ddtree-b12-spine-always-eager-attn-fa3-bs1", config=SimpleNamespace(budget=12))
+    line = verdict_line(cell, Verdict("fault", "scheduler raised at x.py:1", fault_class="other"), 75.9)
+    assert line.startswith("e2e: ddtree-b12-spine-always-eager-attn-fa3-bs1 (B 12) at 1:15: fault (other): ")
+    assert cost.e2e_verdict_times(line) == {"first_dead_s": 75, "last_s": 75, "verdicts": 1}

@@ -15,6 +15,7 @@ read is built again. ``DDTREE_GRID_CACHE=off`` turns the cache off.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import marshal
 import os
@@ -32,10 +33,12 @@ BUILDERS = ("ddtree_compat.families.verify.records", "ddtree_compat.families.ver
 
 
 def cache_dir() -> Path:
+    """Where the entries live: ``$XDG_CACHE_HOME/ddtree-compat/grids`` (``~/.cache`` without it)."""
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "grids"
 
 
 def enabled() -> bool:
+    """False when ``DDTREE_GRID_CACHE`` is ``off`` (or ``0``, ``no``, ``false``)."""
     return os.environ.get("DDTREE_GRID_CACHE", "on").lower() not in ("off", "0", "no", "false")
 
 
@@ -53,12 +56,13 @@ def _functions(module: types.ModuleType):
 
 
 def key(profile: str, modules: tuple[str, ...] = BUILDERS) -> str:
-    """The cache key of ``profile``'s grid as this process would build it (the modules are imported)."""
+    """The cache key of ``profile``'s grid as this process would build it (the modules are imported): 32 hex
+    digits of a SHA-256."""
     import numpy
 
     h = hashlib.sha256(f"{profile}\0{sys.version}\0{platform.machine()}\0{numpy.__version__}".encode())
     for name in modules:
-        module = sys.modules.get(name) or __import__(name, fromlist=["_"])
+        module = importlib.import_module(name)
         h.update(name.encode())
         try:
             h.update(Path(inspect.getsourcefile(module)).read_bytes())
@@ -73,7 +77,8 @@ def key(profile: str, modules: tuple[str, ...] = BUILDERS) -> str:
 
 def cached(profile: str, build: Callable[[], tuple]) -> tuple:
     """``profile``'s grid: loaded from the cache when an entry has this process's key, else ``build()`` (and
-    stored)."""
+    stored). Never raises for the cache itself: an unreadable entry is built again, an unwritable folder only
+    not written."""
     if not enabled():
         return build()
     path = cache_dir() / f"verify-{profile}-{key(profile)}.pickle"
