@@ -234,3 +234,8 @@ def ddtree_check_run(request: pytest.FixtureRequest):
         return check_cell(request, target, backend, kernel, case, run, needs)
 
     return check
+
+
+def is_e2e_item(item: pytest.Item) -> bool:
+    """Whether a collected test is an e2e cell (parametrized by ``ddtree_e2e_cell``)."""
+    return "ddtree_e2e_cell" in getattr(getattr(item, "callspec", None), "params", {})

@@ -15,7 +15,7 @@ import pytest
 from ..isolation import in_xdist_worker
 from ..outcomes import Verdict
 from ..tiers import E2E
-from .cells import CELL, Cell
+from .cells import CELL, Cell, is_e2e_item
 from .markers import arch_marks
 from .progress import clock
 from .session import active, suite
@@ -112,11 +112,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     sess = active(session.config)
     if sess is not None:
         sess.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items if is_e2e_item(i)]
-
-
-def is_e2e_item(item: pytest.Item) -> bool:
-    """Whether a collected test is an e2e cell (parametrized by ``ddtree_e2e_cell``)."""
-    return "ddtree_e2e_cell" in getattr(getattr(item, "callspec", None), "params", {})
 
 
 @pytest.fixture(scope="session")

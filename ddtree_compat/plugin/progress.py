@@ -17,6 +17,7 @@ import time
 import pytest
 
 from ..isolation import in_xdist_worker
+from .cells import is_e2e_item
 from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
 REASON_CHARS = 120
@@ -129,8 +130,6 @@ class Progress:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
-        from .e2e import is_e2e_item
-
         self.e2e_only = bool(session.items) and all(is_e2e_item(item) for item in session.items)
 
     @pytest.hookimpl(optionalhook=True)
