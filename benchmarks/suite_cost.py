@@ -10,7 +10,8 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
    smoke tests (real SGLang servers) for the ratio.
 2. **containment overhead**: the same slice of cells (``-k SLICE``) in one process without xdist,
    under the sweep's containment (xdist worker, ``--timeout``, ``--max-worker-restart``), and one
-   process per cell (``python -m ddtree_compat replay``). Aim: containment <= 10 % over one process.
+   process per cell (``python -m ddtree_compat replay``). Aim: containment <= 10 % over one process. An untimed
+   run first warms the Triton and grid caches; ``--budgets all`` times every cell of ``test_verify.py``.
 3. **interpret tier, cold vs warm**: the slice under ``TRITON_INTERPRET=1`` with a fresh
    ``TRITON_CACHE_DIR`` and again with the same one. (The static tier, when installed, is timed the
    same way with ``-m static``.)
@@ -58,7 +59,7 @@ def result_lines(path: Path) -> int:
 
 def pytest_cmd(tier: str, slice_: str, *extra: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "tests/kernels/test_verify.py", "-q", "-p", "no:cacheprovider",
-            f"--ddtree-tier={tier}", "--ddtree-results=", "-k", slice_, *extra]
+            f"--ddtree-tier={tier}", "--ddtree-results=", *(["-k", slice_] if slice_ else []), *extra]
 
 
 def per_module_table(junit: Path, top: int = 15) -> str:
@@ -126,13 +127,14 @@ def test_command(out: str | None, workers: str) -> int:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"])
-    p.add_argument("--budgets", default="8,12", help="budgets of the slice for parts 2 and 3")
+    p.add_argument("--budgets", default="8,12",
+                   help="budgets of the slice for parts 2 and 3 (all: every cell of test_verify.py)")
     p.add_argument("--topology", default="spine", help="topology of the slice for parts 2 and 3")
     p.add_argument("--sweep-workers", default="default",
                    help="comma-separated xdist worker counts to time part 1 with ('default': the sweep's own choice)")
     p.add_argument("--skip-sweep", action="store_true", help="skip part 1 (the full sweep)")
-    p.add_argument("--replays", type=int, default=0,
-                   help="run only the first N one-process-per-case replays and scale the time (default: all)")
+    p.add_argument("--replays", type=int, default=-1,
+                   help="run only the first N one-process-per-case replays and scale the time (0: none; default: all)")
     p.add_argument("--e2e", action="store_true", help="also time the e2e smoke tests (tests/e2e, -m e2e) for the ratio")
     p.add_argument("--skip-cpu-tiers", action="store_true", help="skip the interpret cold/warm rows")
     p.add_argument("--static", action="store_true", help="also time the static tier cold and warm (minutes)")
@@ -152,8 +154,8 @@ def main() -> int:
         return 0
     if args.test_command:
         return test_command(args.out, args.workers)
-    budgets = [int(b) for b in args.budgets.split(",")]
-    args.slice = " or ".join(f"b{b}-{args.topology}-" for b in budgets)
+    budgets = None if args.budgets == "all" else [int(b) for b in args.budgets.split(",")]
+    args.slice = "" if budgets is None else " or ".join(f"b{b}-{args.topology}-" for b in budgets)
 
     sys.path.insert(0, str(ROOT))
     from ddtree_compat.arch import detect_gpus
@@ -184,11 +186,12 @@ def main() -> int:
         else:
             rows.append(("time-to-verdict: e2e smoke tests, ratio", "n/a", "run with --e2e (needs a GPU and SGLang's server)"))
 
+    timed(pytest_cmd(tier, args.slice))  # untimed: warms the Triton and grid caches, so neither timed run pays them
     one, rc1 = timed(pytest_cmd(tier, args.slice))
     contained, rc2 = timed(pytest_cmd(tier, args.slice, "-n", "1", "--max-worker-restart=1000", "--timeout=300",
                                       "--timeout-method=thread"))
-    cases = [c for c in grid() if c.budget in budgets and c.topology == args.topology]
-    sample = cases[: args.replays] if args.replays else cases
+    cases = [c for c in grid() if budgets is None or c.budget in budgets and c.topology == args.topology]
+    sample = cases[: args.replays] if args.replays >= 0 else cases
     with tempfile.TemporaryDirectory() as d:
         paths = [c.save(d) for c in sample]
         start = time.perf_counter()
@@ -198,12 +201,17 @@ def main() -> int:
                              f"--tier={tier}", "--allow-skip"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
         per_case = (time.perf_counter() - start) * len(cases) / max(len(sample), 1)
-    rows.append((f"containment: {args.slice!r}, one process", f"{one:.1f} s", f"exit {rc1}"))
+    rows.append((f"containment: {args.slice or 'every cell'!r} of test_verify.py, one process, warm caches",
+                 f"{one:.1f} s", f"exit {rc1}"))
     rows.append(("containment: xdist worker + timeout (the sweep's)", f"{contained:.1f} s",
                  f"{100 * (contained / one - 1):+.0f} % vs one process, exit {rc2}"))
     sampled = f", {len(sample)} run and scaled" if len(sample) < len(cases) else ""
-    rows.append((f"containment: one process per case ({len(cases)} sglang-triton replays{sampled})", f"{per_case:.1f} s",
-                 f"{per_case / max(one, 1e-9):.1f}x one process (which runs every backend), {failed} replays failed"))
+    if sample:
+        rows.append((f"containment: one process per case ({len(cases)} sglang-triton replays{sampled})",
+                     f"{per_case:.1f} s",
+                     f"{per_case / max(one, 1e-9):.1f}x one process (which runs every backend), {failed} replays failed"))
+    else:
+        rows.append(("containment: one process per case", "not run", "--replays 0"))
 
     if not args.skip_cpu_tiers:
         cache = tempfile.mkdtemp(prefix="triton-cache-")

@@ -327,7 +327,14 @@ def aggregate(processes: list[dict], kernel: dict[str, float], launched: float, 
     firsts = [float(w["tests"][0].get("setup") or 0) + float(w["tests"][0].get("call") or 0)
               - kernel.get(w["tests"][0]["nodeid"], 0.0) for w in main_workers if w["tests"]]
     floor_start = _median(firsts)
+    by_function: dict[str, list[float]] = {}  # test function -> [tests, call s, kernel s]
+    for t, c, k in zip(tests, phase["call"], kern):
+        row = by_function.setdefault(t["nodeid"].split("[")[0], [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += c
+        row[2] += k
     return {
+        "by_function": sorted(by_function.items(), key=lambda kv: kv[1][2] - kv[1][1]),
         "wall": wall, "path": path, "work": work, "startup": {k: (_median(v), max(v, default=0.0))
                                                               for k, v in stages.items()},
         "workers": n_workers, "worker_processes": len(workers), "sessions": len(sessions), "tests": len(tests),
@@ -367,6 +374,12 @@ def table(label: str, a: dict, results_lines: int, results_kernel: float) -> str
     out += ["", f"Floor: kernel {a['kernel_sum']:.2f} s ÷ {w} workers + one CUDA/Triton start per worker "
             f"({a['floor_start']:.2f} s: median over workers of the first test's setup + call - kernel) = "
             f"**{a['floor']:.2f} s** ({_pct(a['floor'], wall)} of the wall).", ""]
+    out += ["Call phase per test function (worker-seconds; harness = call - kernel; largest harness first):", "",
+            "| test function | tests | call, s | kernel, s | harness, s | harness per test, ms |",
+            "|---|---:|---:|---:|---:|---:|"]
+    out += [f"| {name} | {n} | {c:.2f} | {k:.2f} | {c - k:.2f} | {1000 * (c - k) / max(n, 1):.2f} |"
+            for name, (n, c, k) in a.get("by_function", [])]
+    out += [""]
     return "\n".join(out)
 
 

@@ -106,10 +106,11 @@ def pinned_worker_args(gpus: list[Gpu]) -> list[str]:
     return args
 
 
-ONE_GPU_WORKERS = 8
-"""Load-balanced xdist workers sharing a one-GPU host's device tier (capped at half the cores). Each cell
-launches for microseconds and spends ~20 ms in the harness's Python, so workers, not the GPU, set the
-pace: on the H200 (16 cores) the default sweep took 317 s with one worker (docs/device-runs.md)."""
+ONE_GPU_WORKERS = 16
+"""At most this many load-balanced xdist workers share a one-GPU host's device tier, leaving two cores to the
+controller (:func:`device_worker_args`). Each cell launches for microseconds and spends milliseconds in the
+harness's Python, so workers, not the GPU, set the pace: on the H200 (16 cores) the default sweep took 317 s with
+one worker, 120.5 s with 8 and 93.8 s with 14 in one call (docs/benchmarks/2026-12-02-session12.md)."""
 
 
 LOAD_BALANCED = ("--dist", "worksteal")
@@ -121,8 +122,8 @@ others' last cells). A crashed worker's pending cells go back to the queue as un
 
 
 def device_worker_args(gpus: list[Gpu], cpus: int | None = None) -> list[str]:
-    """pytest-xdist arguments for the device tier: ``-n N`` (:data:`ONE_GPU_WORKERS`, at most half the
-    cores; :data:`LOAD_BALANCED`) when one GPU is visible, else :func:`pinned_worker_args` (one worker per GPU,
+    """pytest-xdist arguments for the device tier: ``-n N`` (the cores less two, at most :data:`ONE_GPU_WORKERS`;
+    :data:`LOAD_BALANCED`) when one GPU is visible, else :func:`pinned_worker_args` (one worker per GPU,
     so a host with mixed GPUs gives one results column per arch).
 
     Workers sharing a GPU keep fault containment: a sticky fault poisons only its own process's CUDA
@@ -131,7 +132,7 @@ def device_worker_args(gpus: list[Gpu], cpus: int | None = None) -> list[str]:
     if len(gpus) != 1:
         return pinned_worker_args(gpus)
     cpus = cpus or os.cpu_count() or 1
-    return ["-n", str(max(1, min(ONE_GPU_WORKERS, cpus // 2))), *LOAD_BALANCED]
+    return ["-n", str(max(1, min(ONE_GPU_WORKERS, cpus - 2))), *LOAD_BALANCED]
 
 
 def worker_cpu_threads(workers: int, cpus: int | None = None) -> int:

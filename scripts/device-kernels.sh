@@ -3,7 +3,7 @@
 # root, after the SGLang 0.5.23 site bundle (../shared/device-sglang/build-carry.sh, 45 MB parts) is staged in
 # /tmp/sgl_parts and the DDTree tarballs / stripped sglang wheels are carried:
 #   bash scripts/device-kernels.sh OUT STEP...
-#   STEP: ddtree | graph-replay | default | phases | flashinfer | fa3 | versions VERSION...
+#   STEP: ddtree | graph-replay | default | phases | containment | flashinfer | fa3 | versions VERSION...
 # Writes results JSONL and reports into OUT. Each step runs the README's main job (python -m ddtree_compat
 # sweep) on the device tier; its exit status is kept in OUT/steps.txt.
 set -uo pipefail
@@ -47,13 +47,23 @@ while [ $# -gt 0 ]; do
       repos=(--repo after=.)
       [ -d /tmp/session9 ] && repos=(--repo session9=/tmp/session9 "${repos[@]}")
       [ -d /tmp/before ] && repos=(--repo before=/tmp/before "${repos[@]}")
-      start=$SECONDS
-      PYTHONPATH=$SITE timeout -s INT "${STEP_S:-480}" python3 benchmarks/sweep_phases.py "${repos[@]}" \
-        --work-dir /tmp/phases --out "$OUT/phases.md" -- --tier device --timeout 60 -- --ddtree-static=off \
-        --ignore=tests/kernels/test_verify_attention.py --ignore=tests/kernels/test_ddtree.py > "$OUT/phases.log" 2>&1
-      echo "phases exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
+      # PHASES_TAG names this run's files (phases$TAG.md); PHASES_EXTRA adds pytest options to every sweep
+      # (e.g. "-n 14": more workers, still --dist worksteal); PHASES_FLAGS adds sweep_phases.py options (e.g.
+      # "--rounds 2 --shared-triton-cache": a cold run, then one on the caches it filled)
+      start=$SECONDS tag=${PHASES_TAG:-}
+      # shellcheck disable=SC2086
+      PYTHONPATH=$SITE timeout -s INT "${STEP_S:-480}" python3 benchmarks/sweep_phases.py "${repos[@]}" ${PHASES_FLAGS:-} \
+        --work-dir "/tmp/phases$tag" --out "$OUT/phases$tag.md" -- --tier device --timeout 60 -- --ddtree-static=off \
+        --ignore=tests/kernels/test_verify_attention.py --ignore=tests/kernels/test_ddtree.py ${PHASES_EXTRA:-} \
+        > "$OUT/phases$tag.log" 2>&1
+      echo "phases$tag exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
       # the runs' data in one file ($OUT brings back 8 files at most): probe lines, timestamped logs, results
-      tar -C /tmp/phases -czf "$OUT/phases-data.tar.gz" --exclude=module --exclude='*.html' --exclude='*.png' . ;;
+      tar -C "/tmp/phases$tag" -czf "$OUT/phases$tag-data.tar.gz" --exclude=module --exclude='*.html' --exclude='*.png' . ;;
+    containment)  # the sweep's containment (an xdist worker, --timeout) against one process: every verify cell, warm
+      start=$SECONDS
+      PYTHONPATH=$SITE timeout -s INT "${STEP_S:-400}" python3 benchmarks/suite_cost.py --tier device --skip-sweep \
+        --skip-cpu-tiers --budgets all --replays 0 --out "$OUT/containment.md" > "$OUT/containment.log" 2>&1
+      echo "containment exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt" ;;
     flashinfer)  # FlashInfer's verify attention, eager and in a CUDA graph, over the attention device profile,
       # with the DDTree carry's flashinfer (scripts/build-ddtree-carry.sh, then scripts/ddtree-device-setup.sh);
       # the first cell of each dtype x head_dim waits for FlashInfer's JIT build (under a minute each on the H200)

@@ -2,7 +2,8 @@
 
 Servers start together (up to ``DDTREE_E2E_PARALLEL``, default 8, at once on the one GPU; each takes a
 small slice: ``--mem-fraction-static`` 0.25 of the memory free at its start and ``--max-total-tokens``
-16384) when the first e2e cell needs one, in the order of the selected cells (the target-only server first;
+16384) as soon as pytest's collection has selected their cells (the plugin starts them in the background
+then), or else when the first e2e cell needs one, in the order of the selected cells (the target-only server first;
 in the ``ddtree`` profile the field's budgets before it). The first ``DDTREE_E2E_PRIORITY`` (default 6) start
 at normal CPU priority, every later one under ``nice`` (:data:`LATER_NICENESS`), so that on a host with fewer
 cores than servers the first verdicts do not wait for every server's imports. The target-only server also answers the lossless baseline (every prompt of the plan,
@@ -14,8 +15,9 @@ its cell, and stops the server after its last phase (after a failed child, the o
 The cells judge in pytest's order while servers serve together, so the session takes about as long as its
 slowest servers, not the sum of every server's phases. Every server is started from one launcher thread
 (a child's parent-death signal follows the thread that forked it); a driver whose server stopped asks it for
-the next. ``<root>/timeline.jsonl`` says when each step happened (probe, checkpoints, each server's launch,
-readiness, phases and stop).
+the next. ``<root>/timeline.jsonl`` says when each step happened (the session's plan, probe, checkpoints, each
+server's launch, readiness, phases and stop), in seconds since pytest's configure under the plugin (the verdict
+lines' zero).
 :meth:`E2ESession.close` (a session finalizer) stops whatever is left; :mod:`.server` also stops them at exit
 and on SIGTERM.
 
@@ -89,7 +91,8 @@ class E2ESession:
     """The e2e tier's state for one pytest process (see the module docstring)."""
 
     def __init__(self, root: str | Path, profile: str, gpus: list[Gpu], shape: ck.TinyShape = ck.TinyShape(),
-                 attention=None):
+                 attention=None, started: float | None = None):
+        """``started``: the timeline's zero (``time.time()``; default now; the plugin passes pytest's configure)."""
         self.root = Path(root)
         self.profile, self.gpus, self.shape = e2e_profile(profile), gpus, shape
         self.configs = {c.id: c for c in plan(self.profile, attention=attention)}
@@ -114,8 +117,9 @@ class E2ESession:
         self._driven: set[str] = set()
         self._launch_order: dict[str, int] = {}
         self._lock = threading.RLock()  # the probe, SGLang's attention choice, the checkpoints: computed once
-        self._t0 = time.time()
+        self._t0 = time.time() if started is None else started
         self._closing = False
+        self._closed = False
 
     # ------------------------------------------------------------------------------------ selection
     def select(self, selected: list[E2ECell], planned: bool = True) -> None:
@@ -123,6 +127,8 @@ class E2ESession:
         (an xdist worker, which collects every cell but runs some): no prefetch, and servers stop only
         at session end."""
         self.planned = planned
+        if not self.host_reason():
+            self.mark("session", cells=len(selected), planned=planned)
         if not planned:
             return
         for c in selected:
@@ -509,8 +515,11 @@ class E2ESession:
                                                  f["fault_class"], f["excerpt"], f.get("seen_s"))
 
     def close(self) -> list[int]:
-        """Stop every server (together), then let their drivers end; pids left alive (should be none)."""
-        self._closing = True
+        """Stop every server (together), then let their drivers end; pids left alive (should be none). A second
+        call does nothing."""
+        if self._closed:
+            return []
+        self._closed = self._closing = True
         if self._launcher is not None:  # a start in flight finishes; none begins
             self._launcher.shutdown(wait=True, cancel_futures=True)
         left = stop_many(list(self.servers.values()))

@@ -108,20 +108,39 @@ def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "", atte
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The e2e cells this process will run, in order (after every deselection), for the server plan."""
+    """The e2e cells this process will run, in order (after every deselection), for the server plan; where it
+    plans its own servers (not an xdist worker, not ``--collect-only``), they start now, in the background: the
+    probe of SGLang and the first servers' imports overlap whatever runs before the first e2e cell."""
     sess = active(session.config)
-    if sess is not None:
-        sess.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items if is_e2e_item(i)]
+    if sess is None:
+        return
+    sess.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items if is_e2e_item(i)]
+    if sess.e2e_selected and not session.config.option.collectonly and not in_xdist_worker(session.config):
+        servers = e2e_session(session.config)
+        if not servers.host_reason():
+            servers.prefetch()
+
+
+def e2e_session(config: pytest.Config):
+    """This process's :class:`ddtree_compat.e2e.session.E2ESession`, created once (at collection's end, or by
+    the first cell's fixture), its timeline's clock started at pytest's configure (the verdict lines' zero);
+    stopped at the latest when pytest unconfigures."""
+    from ..e2e.session import E2ESession
+
+    sess = suite(config)
+    if sess.e2e_session is None:
+        progress = config.pluginmanager.get_plugin("ddtree-progress")
+        started = None if progress is None else time.time() - (time.monotonic() - progress.started)
+        sess.e2e_session = E2ESession(sess.e2e_dir, sess.profile, sess.gpus, attention=_ATTENTION, started=started)
+        sess.e2e_session.select(sess.e2e_selected, planned=not in_xdist_worker(config))
+        config.add_cleanup(sess.e2e_session.close)
+    return sess.e2e_session
 
 
 @pytest.fixture(scope="session")
 def ddtree_e2e_session(request: pytest.FixtureRequest):
     """The session's :class:`ddtree_compat.e2e.session.E2ESession` (servers stopped at session end)."""
-    from ..e2e.session import E2ESession
-
-    sess = suite(request.config)
-    session = E2ESession(sess.e2e_dir, sess.profile, sess.gpus, attention=_ATTENTION)
-    session.select(sess.e2e_selected, planned=not in_xdist_worker(request.config))
+    session = e2e_session(request.config)
     request.addfinalizer(session.close)
     return session
 

@@ -2,7 +2,11 @@
 
 * when the first cell reports, one line per backend: what runs here, what skips and why (from the backends'
   declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found
-  (a session of e2e cells only: one line, the kernel backends are not resolved for it);
+  (a session of e2e cells only: one line, the kernel backends are not resolved for it). Under xdist the first
+  worker (``gw0``) writes them, which imports the backends it runs anyway, and sends them with its first cell's
+  report: the controller imports no backend (that import held the controller for ~25 s while every worker's
+  reports, and then the workers, waited on it: docs/benchmarks/2026-12-02-session12.md); it writes
+  them itself only when no worker sent them by the session's end;
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
   the static tier's compiles done and left, and the test running longest (which kernel x arch compiles,
   in a static cell's id: ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``).
@@ -65,6 +69,15 @@ def backend_line(backend, target) -> str:
     return head + f"runs {len(runs)} of {len(names)} kernels; skips {_names(skipped)} ({why})"
 
 
+START_LINES = "ddtree_start_lines"
+"""The report property carrying the start lines from the first xdist worker to the controller."""
+
+
+def xdist_session(config: pytest.Config) -> bool:
+    """The controller of an xdist session (its cells run in workers, which send the start lines)."""
+    return bool(getattr(config.option, "numprocesses", None)) or bool(getattr(config.option, "tx", None))
+
+
 def start_lines(sess) -> list[str]:
     """The start of a session: tier and profile, a line per backend and target arch, DDTree implementations."""
     lines = [f"ddtree-compat: tier {sess.tier}, profile {sess.profile}, {len(sess.backends)} backend(s)"
@@ -91,6 +104,7 @@ class Progress:
         self.running: dict[str, float] = {}
         self.cells_seen = False
         self.e2e_only = False  # every test collected here is an e2e cell: no kernel backend to speak of
+        self.started_lines = False  # the start lines are written (or sent, by a worker)
         self.started = self.last = time.monotonic()
 
     def _speaks(self) -> bool:
@@ -111,22 +125,30 @@ class Progress:
                 reporter.write("\n")
             reporter.write_line(line, flush=True)
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The start lines after all where cells ran but no worker sent them (``gw0`` crashed before its first)."""
+        if self.cells_seen and not self.started_lines and not in_xdist_worker(self.config):
+            self._start()
+
     def _start(self) -> None:
-        """The start lines, once, when the first cell of ours reports: a session that runs none (a unit-test
+        """Write the start lines, once, when the first cell of ours reports: a session that runs none (a unit-test
         session with ``DDTREE_*`` in its environment) never imports SGLang or an implementation for them."""
-        if in_xdist_worker(self.config):
-            return
+        self.started_lines = True
+        if not in_xdist_worker(self.config):
+            for line in self._lines():
+                self._write(line)
+
+    def _lines(self) -> list[str]:
+        """The start lines of this session (none where it has no suite: the workers' cells report why)."""
         sess = active(self.config)
         if sess is None:  # an xdist controller whose session asked only by environment or fixture
             try:
                 sess = suite(self.config)
             except pytest.UsageError:
-                return  # the workers' cells report it
+                return []
         if self.e2e_only:  # the kernel backends' lines would import SGLang's kernels and the implementations
-            self._write(f"ddtree-compat: e2e cells only ({len(self.collected)}): servers on {sess.e2e_arch()}")
-            return
-        for line in start_lines(sess):
-            self._write(line)
+            return [f"ddtree-compat: e2e cells only ({len(self.collected)}): servers on {sess.e2e_arch()}"]
+        return start_lines(sess)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
@@ -140,10 +162,24 @@ class Progress:
         self.running.setdefault(nodeid, time.monotonic())
         self._tick()
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the report to the controller
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not self.cells_seen and any(k == "ddtree_outcome" for k, _ in report.user_properties):
+        ours = not self.cells_seen and any(k == "ddtree_outcome" for k, _ in report.user_properties)
+        if ours:
             self.cells_seen = True
-            self._start()
+        if in_xdist_worker(self.config):
+            if ours and self.config.workerinput.get("workerid") == "gw0":
+                report.user_properties.append((START_LINES, self._lines()))
+            return
+        if not self.started_lines:
+            sent = next((v for k, v in report.user_properties if k == START_LINES), None)
+            if sent is not None:
+                self.started_lines = True
+                report.user_properties.remove((START_LINES, sent))  # the terminal's, not a property of the test
+                for line in sent:
+                    self._write(line)
+            elif ours and not xdist_session(self.config):
+                self._start()
         if report.when in ("teardown", "???"):  # "???": xdist's report of a crashed worker's test
             self.running.pop(report.nodeid, None)
             self.finished.add(report.nodeid)

@@ -67,6 +67,7 @@ class Suite:
     attention_profile: str = "interpret"
     e2e_dir: str = options.DEFAULT_E2E_DIR
     e2e_selected: list = field(default_factory=list)
+    e2e_session: object = None  # the e2e tier's E2ESession, once created (plugin/e2e.py)
     progress_s: float = 30.0
 
     @property

@@ -76,7 +76,8 @@ def test_one_session_of_stand_in_servers(pytester, monkeypatch):
     # the timeline says where the run's time went
     timeline = [json.loads(x) for x in (pytester.path / "e2e" / "timeline.jsonl").read_text().splitlines()]
     events = {x["event"] for x in timeline}
-    assert {"probed", "checkpoints written", "launched", "ready", "phase", "stopped", "closed"} <= events
+    assert {"session", "probed", "checkpoints written", "launched", "ready", "phase", "stopped", "closed"} <= events
+    assert timeline[0]["event"] == "session" and timeline[0]["t"] > 0  # its clock is pytest's, from configure
     # the first server found its port taken: started again on another port, its cells judged as if nothing happened
     taken = [x for x in timeline if x["event"] == "port taken"]
     assert len(taken) == 1 and [x["server"] for x in timeline if x["event"] == "launched"].count(taken[0]["server"]) == 2
@@ -96,3 +97,33 @@ def test_one_session_of_stand_in_servers(pytester, monkeypatch):
     text = md.read_text()
     assert "<summary>End to end" in text and "eagle-k1-s8-d9-never-eager-attn-default-bs1" in text
     assert "illegal instruction" in text
+
+
+FIRST = """
+import json, time
+from pathlib import Path
+
+
+def test_servers_started_before_the_first_e2e_cell():
+    timeline = Path("e2e") / "timeline.jsonl"
+    for _ in range(300):
+        if timeline.exists() and any(json.loads(x)["event"] == "launched" for x in timeline.read_text().splitlines()):
+            return
+        time.sleep(0.1)
+    raise AssertionError("no server launched while an earlier test ran")
+"""
+
+
+def test_servers_start_at_collection_end_and_not_for_collect_only(pytester, monkeypatch):
+    env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": "60",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for name in [n for n in os.environ if n.startswith("DDTREE_")]:
+        monkeypatch.delenv(name)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pytester.makepyfile(test_serve=TEST, test_aaa_first=FIRST)
+    args = ("-p", "no:cacheprovider", "--ddtree-static=off", "-k", "first or target-bs1", "--ddtree-e2e-dir", "e2e")
+    pytester.runpytest_subprocess(*args, "--collect-only").assert_outcomes()
+    assert not (pytester.path / "e2e").exists()  # collecting starts no server
+    # the servers of the selected e2e cells start when collection ends: a test before the first e2e cell sees them
+    pytester.runpytest_subprocess(*args).assert_outcomes(passed=2)

@@ -18,8 +18,9 @@ def test_worker_args_pin_each_gpu(monkeypatch):
 
 def test_one_gpu_shares_it_among_load_balanced_workers(monkeypatch):
     monkeypatch.setenv(FAKE_ENV, "sm90")
-    assert device_worker_args(detect_gpus(), cpus=16) == ["-n", "8", "--dist", "worksteal"]
-    assert device_worker_args(detect_gpus(), cpus=6) == ["-n", "3", "--dist", "worksteal"]
+    assert device_worker_args(detect_gpus(), cpus=16) == ["-n", "14", "--dist", "worksteal"]
+    assert device_worker_args(detect_gpus(), cpus=64) == ["-n", "16", "--dist", "worksteal"]
+    assert device_worker_args(detect_gpus(), cpus=6) == ["-n", "4", "--dist", "worksteal"]
     assert device_worker_args(detect_gpus(), cpus=1) == ["-n", "1", "--dist", "worksteal"]
     monkeypatch.setenv(FAKE_ENV, "sm90,sm90")
     assert device_worker_args(detect_gpus(), cpus=16)[:2] == ["--dist", "each"]

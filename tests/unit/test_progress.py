@@ -60,3 +60,29 @@ def test_a_backend_line_groups_its_kernels_by_reason():
     assert backend_line(Two(), Target("interpret", "cpu")) == (
         "two on interpret: runs 1 of 2 kernels; skips move_kv: a CUDA move runs on the device tier only (a CUDA GPU; "
         "this target is interpret)")
+
+
+def test_under_xdist_the_controller_writes_the_lines_a_worker_sent_and_resolves_no_backend(pytestconfig, monkeypatch):
+    """The first worker sends the start lines with its first cell's report; the controller writes them as sent and
+    never imports a backend for them (that import held the controller while every worker waited on it)."""
+    import ddtree_compat.plugin.progress as progress
+
+    written = []
+    monkeypatch.setattr(progress, "start_lines", lambda sess: pytest.fail("the controller resolved the backends"))
+    monkeypatch.setattr(progress, "xdist_session", lambda config: True)
+    monkeypatch.setattr(progress, "in_xdist_worker", lambda config: False)  # the controller, whatever runs this test
+    p = Progress(pytestconfig)
+    monkeypatch.setattr(p, "_write", written.append)
+
+    class Report:
+        when, nodeid = "call", "k/test_verify.py::test_v[a]"
+
+        def __init__(self, *props):
+            self.user_properties = [("ddtree_outcome", "pass"), *props]
+
+    p.pytest_runtest_logreport(Report())  # another worker's first cell: no lines yet, none resolved
+    assert written == [] and not p.started_lines
+    first = Report((progress.START_LINES, ["ddtree-compat: tier device, profile default, 2 backend(s)", "  a line"]))
+    p.pytest_runtest_logreport(first)
+    assert written == ["ddtree-compat: tier device, profile default, 2 backend(s)", "  a line"]
+    assert first.user_properties == [("ddtree_outcome", "pass")]  # not left on the test's report (JUnit)
