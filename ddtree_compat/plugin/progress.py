@@ -162,14 +162,11 @@ class Progress:
         self.running.setdefault(nodeid, time.monotonic())
         self._tick()
 
-    @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the report to the controller
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         ours = not self.cells_seen and any(k == "ddtree_outcome" for k, _ in report.user_properties)
         if ours:
             self.cells_seen = True
         if in_xdist_worker(self.config):
-            if ours and self.config.workerinput.get("workerid") == "gw0":
-                report.user_properties.append((START_LINES, self._lines()))
             return
         if not self.started_lines:
             sent = next((v for k, v in report.user_properties if k == START_LINES), None)
@@ -216,5 +213,21 @@ def clock(seconds: float) -> str:
     return f"{m}:{s:02d}"
 
 
+class StartLinesSender:
+    """In the first xdist worker (``gw0``): the start lines ride on its first cell's report to the controller."""
+
+    def __init__(self, progress: Progress):
+        self.progress, self.sent = progress, False
+
+    @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the report to the controller
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.sent and any(k == "ddtree_outcome" for k, _ in report.user_properties):
+            self.sent = True
+            report.user_properties.append((START_LINES, self.progress._lines()))
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(Progress(config), "ddtree-progress")
+    progress = Progress(config)
+    config.pluginmanager.register(progress, "ddtree-progress")
+    if in_xdist_worker(config) and config.workerinput.get("workerid") == "gw0":
+        config.pluginmanager.register(StartLinesSender(progress), "ddtree-start-lines-sender")
