@@ -3,7 +3,7 @@
 * when the first cell reports, one line per backend: what runs here, what skips and why (from the backends'
   declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found
   (a session of e2e cells only: one line, the kernel backends are not resolved for it). Under xdist the first
-  worker (``gw0``) writes them, which imports the backends it runs anyway, and sends them with its first cell's
+  worker (``gw0``), which imports SGLang for its own cells anyway, writes them and sends them with its first cell's
   report: the controller imports no backend (that import held the controller for ~25 s while every worker's
   reports, and then the workers, waited on it: docs/benchmarks/2026-12-02-session12.md); it writes
   them itself only when no worker sent them by the session's end;
@@ -135,10 +135,10 @@ class Progress:
         session with ``DDTREE_*`` in its environment) never imports SGLang or an implementation for them."""
         self.started_lines = True
         if not in_xdist_worker(self.config):
-            for line in self._lines():
+            for line in self.lines():
                 self._write(line)
 
-    def _lines(self) -> list[str]:
+    def lines(self) -> list[str]:
         """The start lines of this session (none where it has no suite: the workers' cells report why)."""
         sess = active(self.config)
         if sess is None:  # an xdist controller whose session asked only by environment or fixture
@@ -223,7 +223,7 @@ class StartLinesSender:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if not self.sent and any(k == "ddtree_outcome" for k, _ in report.user_properties):
             self.sent = True
-            report.user_properties.append((START_LINES, self.progress._lines()))
+            report.user_properties.append((START_LINES, self.progress.lines()))
 
 
 def pytest_configure(config: pytest.Config) -> None:
