@@ -97,6 +97,9 @@ def test_worker_time_splits_call_into_kernel_and_harness_and_counts_gaps_and_sta
     # floor: kernel 0.875 / 2 workers + the median first test's setup + call - kernel (2.0 and 3.0)
     assert a["floor_start"] == 2.5
     assert a["floor"] == pytest.approx(0.4375 + 2.5)
+    # per test function (id less its parameters): tests, call s, kernel s, the largest harness first
+    assert a["by_function"] == [("t.py::a", [1, 1.5, 0.5]), ("t.py::c", [1, 1.0, 0.0]), ("t.py::b", [1, 0.5, 0.375])]
+    assert "| t.py::a | 1 | 1.50 | 0.50 | 1.00 | 1000.00 |" in phases.table("run", a, 4, 1.875)
 
 
 def test_the_tables_name_each_run_and_compare_against_the_first(phases, run):
