@@ -10,6 +10,7 @@
   ``ddtree_check_attention``, ``ddtree_check_run``);
 * :mod:`.recording`: result lines;
 * :mod:`.containment`: xdist hooks for crashed workers and resume;
+* :mod:`.schedule`: the order the cells run in (tests marked ``long`` first, one per xdist worker);
 * :mod:`.summary`: the terminal summary;
 * :mod:`.progress`: the start lines (which backends run here, which skip and why) and progress lines;
 * :mod:`.sanitizer`: ``--sanitize``;
@@ -30,6 +31,7 @@ pytest_plugins = (
     "ddtree_compat.plugin.params",
     "ddtree_compat.plugin.recording",
     "ddtree_compat.plugin.containment",
+    "ddtree_compat.plugin.schedule",
     "ddtree_compat.plugin.summary",
     "ddtree_compat.plugin.progress",
     "ddtree_compat.plugin.static",

@@ -13,6 +13,8 @@ from ..errors import DDTreeInputError
 from ..tiers import E2E, STATIC, TIERS, Target
 
 EMULATED = "emulated"
+LONG = "long"
+"""A test that takes seconds on its own: :mod:`.schedule` starts it first."""
 TIER_HELP = {
     "interpret": "DDTree interpret tier (Triton under TRITON_INTERPRET=1 on the CPU)",
     "device": "DDTree device tier (each visible GPU)",
@@ -41,6 +43,8 @@ def register(config: pytest.Config, extra_archs: tuple[tuple[str, str], ...] = (
         config.addinivalue_line("markers", f"{marker_name(fam)}: {fam} family")
     config.addinivalue_line("markers", f"{EMULATED}: runs another arch's tile choice on this target "
                                        "(verify attention, kernel verify_attention@emulated-<arch>)")
+    config.addinivalue_line("markers", f"{LONG}: takes seconds on its own (a compile, a property test); started first, "
+                                       "one at the head of each xdist worker's share")
     config.addinivalue_line("markers", "ddtree_needs(kernel, ...): a test taking only ddtree_target and ddtree_backend "
                                        "runs on the backends implementing these kernels")
     register_archs(config, extra_archs)

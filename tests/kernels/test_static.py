@@ -26,6 +26,7 @@ PLANTED = OversizedSmem.PLANTED
 
 
 @pytest.mark.static
+@pytest.mark.long
 @pytest.mark.parametrize("arch", [pytest.param(a, marks=arch_marks(a)) for a in ("sm120", "sm90")])
 def test_planted_oversized_smem_is_out_of_resources_on_sm120_only(arch, ddtree_static_cache):
     """The planted configuration (128 KB of shared memory on sm120, 160 KB on sm90) must be caught on
@@ -45,6 +46,7 @@ def test_planted_oversized_smem_is_out_of_resources_on_sm120_only(arch, ddtree_s
 
 
 @pytest.mark.static
+@pytest.mark.long
 @pytest.mark.parametrize("arch", [pytest.param("sm120", marks=arch_marks("sm120"))])
 def test_oversized_attention_tiles_are_out_of_resources_on_sm120(arch, ddtree_static_cache):
     """SGLang's verify attention at head_dim 256 with 128 x 128 tiles (a choice SGLang does not make on

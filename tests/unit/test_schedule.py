@@ -1,0 +1,97 @@
+"""The cells' order (ddtree_compat.plugin.schedule): tests marked ``long`` start first, one at the head of
+each xdist worker's share, checked against xdist's own work-stealing scheduler."""
+
+from types import SimpleNamespace
+
+import pytest
+from xdist.scheduler.worksteal import WorkStealingScheduling
+
+from ddtree_compat.plugin.schedule import long_first, shares
+
+from .conftest import VERIFY_TEST
+
+
+class _Node:
+    """A stand-in worker: records the test indices the scheduler sends it."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = SimpleNamespace(id=name)
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indices) -> None:
+        self.sent += indices
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def first_distribution(n: int, workers: int) -> list[list[int]]:
+    """What xdist's worksteal scheduler sends each of ``workers`` idle workers first, for ``n`` tests."""
+    config = SimpleNamespace(getvalue=lambda name: {"tx": [f"{workers}*popen"]}.get(name))
+    sched = WorkStealingScheduling(config)
+    nodes = [_Node(f"gw{i}") for i in range(workers)]
+    for node in nodes:
+        sched.add_node(node)
+    for node in nodes:
+        sched.add_node_collection(node, [f"t{i}" for i in range(n)])
+    sched.schedule()
+    return [node.sent for node in nodes]
+
+
+@pytest.mark.parametrize("n,workers", [(18408, 14), (100, 3), (7, 7), (10, 4), (5, 8)])
+def test_shares_are_the_contiguous_blocks_xdist_worksteal_sends_first(n, workers):
+    sent = first_distribution(n, workers)
+    assert [len(s) for s in sent] == shares(n, workers)
+    start = 0
+    for block in sent:  # contiguous, in worker order
+        assert block == list(range(start, start + len(block)))
+        start += len(block)
+
+
+@pytest.mark.parametrize("n,workers,n_long", [(200, 14, 6), (200, 4, 9), (30, 3, 3), (12, 1, 2)])
+def test_each_long_test_starts_a_share_and_the_others_keep_their_order(n, workers, n_long):
+    items = [f"t{i}" for i in range(n)]
+    long = set(items[-n_long:])  # collected last, as the static compiles and property tests are
+    out = long_first(items, lambda i: i in long, workers)
+    assert sorted(out) == sorted(items)
+    assert [i for i in out if i not in long] == [i for i in items if i not in long]
+    heads, start = [], 0
+    for size in shares(n, workers):
+        block = out[start:start + size]
+        heads.append([i for i in block if i in long])
+        assert block[:len(heads[-1])] == heads[-1], "a share's long tests come before its short ones"
+        start += size
+    counts = [len(h) for h in heads]
+    assert sum(counts) == n_long and max(counts) - min(counts) <= 1, counts
+
+
+def test_no_long_test_keeps_the_order():
+    items = list(range(10))
+    assert long_first(items, lambda i: False, 4) == items
+
+
+LONG_TEST = """
+import pytest
+
+@pytest.mark.long
+def test_compile():
+    pass
+"""
+
+
+def test_in_a_ddtree_session_the_long_test_is_collected_first(pytester, verify_suite):
+    pytester.makepyfile(test_z_long=LONG_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=",
+                                           "--ddtree-static=off", "--ddtree-case", str(verify_suite),
+                                           "--collect-only", "-q")
+    ids = [ln for ln in result.outlines if "::" in ln]
+    assert ids and ids[0].endswith("test_z_long.py::test_compile"), ids
+    assert len(ids) > 1
+
+
+def test_a_session_that_did_not_ask_keeps_pytests_order(pytester):
+    pytester.makepyfile(test_a="def test_first():\n    pass\n", test_z_long=LONG_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
+    ids = [ln for ln in result.outlines if "::" in ln]
+    assert ids == ["test_a.py::test_first", "test_z_long.py::test_compile"]
