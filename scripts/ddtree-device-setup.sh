@@ -34,6 +34,8 @@ export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=
 export FLASHINFER_WORKSPACE_BASE=$ROOT/fi-cache
 EOF
   rm -rf "$ROOT/b" "$ROOT/parts"
+  # bytecode, as pip would have written it at install (the lent host writes none: scripts/device-bytecode.sh)
+  bash "$(dirname "$0")/device-bytecode.sh" "$ROOT/site" "$ROOT/whl" "$ROOT/impl"
   touch "$ROOT/.ok"
 fi
 # the older trees' pins (sglang-kernel 0.4.3, flashinfer 0.6.12), when scripts/build-ddtree-carry.sh's

@@ -10,8 +10,10 @@ set -uo pipefail
 OUT=${1:?usage: bash scripts/device-kernels.sh OUT STEP...}; shift
 mkdir -p "$OUT"
 if [ ! -f /tmp/sgl_site/.ok ] && [ -d /tmp/sgl_parts ]; then
-  mkdir -p /tmp/sgl_site && cat /tmp/sgl_parts/part_* | xz -d -T8 | tar -C /tmp/sgl_site -xf - && touch /tmp/sgl_site/.ok
+  mkdir -p /tmp/sgl_site && cat /tmp/sgl_parts/part_* | xz -d -T8 | tar -C /tmp/sgl_site -xf - &&
+    bash scripts/device-bytecode.sh /tmp/sgl_site && touch /tmp/sgl_site/.ok
 fi
+bash scripts/device-bytecode.sh ddtree_compat tests benchmarks  # the lent host writes no bytecode
 SITE=/tmp/sgl_site:/tmp/sgl_site/nvidia_cutlass_dsl/dsl_packages
 export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1

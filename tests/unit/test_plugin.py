@@ -120,3 +120,37 @@ def test_an_environment_variable_alone_asks_nothing(pytester, verify_suite, monk
     kernel = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_kernel.py")
     assert kernel.ret != 0
     assert "'--ddtree-require-backend' = 'no-such-backend'" in kernel.stdout.str() + kernel.stderr.str()
+
+
+GARBAGE_WITH_A_RAISING_DEL = """
+import gc
+
+
+class Loud:
+    def __del__(self):
+        raise RuntimeError("raised in __del__ of garbage left at the session's end")
+
+
+def test_leaves_a_cycle():
+    gc.disable()  # so that only the session's end collects it
+    a, b = Loud(), Loud()
+    a.other, b.other = b, a
+"""
+
+
+def test_the_session_end_collection_still_reports_what_garbage_raises_and_freezes_the_rest(pytester, verify_suite):
+    """Our unconfigure collects once, then freezes what is left (the exit's five collections were seconds):
+    an exception raised in ``__del__`` of garbage still reaches pytest's unraisable report."""
+    pytester.makepyfile(test_garbage=GARBAGE_WITH_A_RAISING_DEL)
+    pytester.makeconftest("""
+import atexit
+import gc
+
+atexit.register(lambda: print(f"frozen objects at exit: {gc.get_freeze_count()}"))
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=",
+                                           "--ddtree-static=off", "--ddtree-case", str(verify_suite), "-s")
+    out = "\n".join(result.outlines + result.errlines)
+    assert "raised in __del__ of garbage left at the session's end" in out
+    frozen = [int(line.rsplit(" ", 1)[1]) for line in result.outlines if line.startswith("frozen objects at exit")]
+    assert frozen and frozen[0] > 10000, frozen
