@@ -224,3 +224,20 @@ def test_the_e2e_budget_sweep_times_come_from_the_verdict_lines():
     line = verdict_line(cell, Verdict("fault", "scheduler raised at x.py:1", fault_class="other"), 75.9)
     assert line.startswith("e2e: ddtree-b12-spine-always-eager-attn-fa3-bs1 (B 12) at 1:15: fault (other): ")
     assert cost.e2e_verdict_times(line) == {"first_dead_s": 75, "last_s": 75, "verdicts": 1}
+
+
+def test_import_cost_times_each_run_and_names_a_failed_import(capsys):
+    """``benchmarks/import_cost.py``: a row per run (alone, again, N at once), with bytecode and source only;
+    a module that does not import reads ``failed``, never a time."""
+    spec = importlib.util.spec_from_file_location("import_cost", ROOT / "benchmarks" / "import_cost.py")
+    cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cost)
+    assert cost.main(["json", "--at-once", "2", "--source-only"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and " s |" in line]
+    assert [r.split(" | ")[:2] for r in rows] == [["| bytecode as installed", "alone"],
+                                                  ["| bytecode as installed", "alone, again"],
+                                                  ["| bytecode as installed", "2 at once, each"],
+                                                  ["| source only", "alone"], ["| source only", "alone, again"],
+                                                  ["| source only", "2 at once, each"]]
+    assert cost.measure("no_such_module_here", 2, dict(__import__("os").environ)) == [
+        ("alone", "failed"), ("alone, again", "failed"), ("2 at once, each", "failed")]
