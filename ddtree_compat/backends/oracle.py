@@ -7,13 +7,14 @@ judge holds: verify walks the EAGLE retrieve links in the buffers
 the commit kernels are loops over the buffers, apart from the oracle's commit plan; verify attention
 is a float64 per-row softmax over the layout's indirections, apart from the judge's float32 reference.
 So the ``oracle`` column checks the layout and the harness end to end.
+
+torch is imported inside the methods: the CLI and pytest's xdist controller load every adapter and run none,
+and importing torch was most of their start (~1.5 s on the H200, ~3.7 s on a 2-core box).
 """
 
 from __future__ import annotations
 
 import math
-
-import torch
 
 from ..families.attention.records import CASCADE_KERNEL, GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..families.commit.records import KERNELS as COMMIT_KERNELS
@@ -29,6 +30,7 @@ class OracleBackend(Backend):
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                            retrive_next_token, retrive_next_sibling, target_predict) -> None:
+        import torch
         out = verify_greedy_eagle(candidates.tolist(), retrive_index.tolist(), retrive_next_token.tolist(),
                                   retrive_next_sibling.tolist(), target_predict.tolist(), accept_index.shape[1])
         for i, v in enumerate(out.predicts):
@@ -43,6 +45,7 @@ class OracleBackend(Backend):
     # ---- commit kernels (see ddtree_compat.commit): plain loops, written apart from the oracle's plan
 
     def accept_out_cache_loc(self, accept_index, out_cache_loc, accept_out_cache_loc) -> None:
+        import torch
         kept = [int(out_cache_loc[i]) for i in accept_index.tolist() if i != -1]
         accept_out_cache_loc[: len(kept)] = torch.tensor(kept, dtype=accept_out_cache_loc.dtype)
 
@@ -54,6 +57,7 @@ class OracleBackend(Backend):
             offset += n
 
     def commit_outputs(self, predict, accept_index, accept_lens, seq_lens):
+        import torch
         lens = accept_lens.tolist()
         bonus = [int(predict[int(accept_index[b, n - 1])]) for b, n in enumerate(lens)]
         return seq_lens + accept_lens.to(seq_lens.dtype), torch.tensor(bonus, dtype=torch.int32)
@@ -82,6 +86,7 @@ class OracleBackend(Backend):
         read ``[n, P + n]`` with the prefix columns taken as visible (SGLang's ``skip_prefix_custom_mask``);
         then, per row and query head ``h`` (KV head ``h // G``), a float64 softmax over the visible keys
         only (max-subtracted) and its weighted sum of values. Tile choice: none (``tiles`` ignored)."""
+        import torch
         qo, kv, mi = qo_indptr.tolist(), kv_indptr.tolist(), mask_indptr.tolist()
         group = q.shape[1] // k.shape[1]
         for b in range(len(qo) - 1):
