@@ -56,3 +56,31 @@ def test_ignored_files_stay_out_of_the_sweep(tmp_path):
         (tmp_path / name).write_text("")
     args = [f"--ignore={tmp_path / 'test_verify_attention.py'}", "--ignore", str(tmp_path / "test_static.py"), "-x"]
     assert [Path(p).name for p in _sweep_targets(tmp_path, args)] == ["test_verify.py", "test_commit.py"]
+
+
+CONTROLLER_PROBE = """
+import sys
+
+
+def pytest_sessionfinish(session):
+    role = "worker" if hasattr(session.config, "workerinput") else "controller"
+    print(f"{role} imported torch: {'torch' in sys.modules}")
+"""
+
+
+def test_the_input_checks_and_the_xdist_controller_import_no_torch(pytester, verify_suite):
+    """The sweep's input checks and pytest's xdist controller load every backend adapter and run none: they
+    must not pay torch's import (seconds in every CLI call and every contained session; the containment
+    aim). The worker, which runs the cells, does."""
+    import subprocess
+
+    checks = ("from ddtree_compat.cli import build_parser, _sweep_inputs; import sys; "
+              "_sweep_inputs(build_parser().parse_args(['sweep', '--tier', 'interpret'])); "
+              "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", checks], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip().splitlines()[-1:] == ["False"], out.stderr[-2000:]
+    pytester.makeconftest(CONTROLLER_PROBE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=",
+                                           "--ddtree-static=off", "--ddtree-case", str(verify_suite), "-n", "1", "-s")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*controller imported torch: False*"])
