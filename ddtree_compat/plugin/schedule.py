@@ -12,8 +12,6 @@ The rest keep their collection order (kernel cells with the same specialization 
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from .markers import LONG
@@ -52,11 +50,9 @@ def long_first(items: list, is_long, workers: int) -> list:
 
 
 def worker_count(config: pytest.Config) -> int:
-    """How many xdist workers share the collection (1 without xdist)."""
-    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
-    if count and count.isdigit():
-        return int(count)
-    return 1
+    """How many xdist workers share the collection: ``workercount`` of the worker's ``workerinput`` (xdist
+    sets it in every worker), 1 without xdist."""
+    return int(getattr(config, "workerinput", {}).get("workercount", 1))
 
 
 @pytest.hookimpl(trylast=True)

@@ -1,6 +1,7 @@
 """The cells' order (ddtree_compat.plugin.schedule): tests marked ``long`` start first, one at the head of
 each xdist worker's share, checked against xdist's own work-stealing scheduler."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -95,3 +96,41 @@ def test_a_session_that_did_not_ask_keeps_pytests_order(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q")
     ids = [ln for ln in result.outlines if "::" in ln]
     assert ids == ["test_a.py::test_first", "test_z_long.py::test_compile"]
+
+
+ORDER_PROBE = """
+import json
+import pathlib
+
+
+def pytest_collection_finish(session):
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if worker:
+        pathlib.Path(f"order-{worker}.json").write_text(json.dumps([i.nodeid for i in session.items]))
+"""
+
+TWO_LONG_TESTS = """
+import pytest
+
+@pytest.mark.long
+def test_compile_a():
+    pass
+
+@pytest.mark.long
+def test_compile_b():
+    pass
+"""
+
+
+def test_under_xdist_each_worker_puts_one_long_test_at_the_head_of_each_share(pytester, verify_suite):
+    pytester.makepyfile(test_z_long=TWO_LONG_TESTS)
+    pytester.makeconftest(ORDER_PROBE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=",
+                                           "--ddtree-static=off", "--ddtree-case", str(verify_suite), "-n", "2")
+    assert result.ret == 0
+    orders = [json.loads((pytester.path / f"order-gw{i}.json").read_text()) for i in range(2)]
+    assert orders[0] == orders[1], "every worker collects the same order (xdist aborts otherwise)"
+    order = orders[0]
+    first, second = 0, shares(len(order), 2)[0]
+    assert order[first].endswith("test_z_long.py::test_compile_a"), order
+    assert order[second].endswith("test_z_long.py::test_compile_b"), order

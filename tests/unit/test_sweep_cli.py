@@ -1,5 +1,6 @@
 """The sweep command's own logic: which pytest exits start a resume pass, and the order of test files."""
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -71,9 +72,7 @@ def pytest_sessionfinish(session):
 def test_the_input_checks_and_the_xdist_controller_import_no_torch(pytester, verify_suite):
     """The sweep's input checks and pytest's xdist controller load every backend adapter and run none: they
     must not pay torch's import (seconds in every CLI call and every contained session; the containment
-    aim). The worker, which runs the cells, does."""
-    import subprocess
-
+    aim)."""
     checks = ("from ddtree_compat.cli import build_parser, _sweep_inputs; import sys; "
               "_sweep_inputs(build_parser().parse_args(['sweep', '--tier', 'interpret'])); "
               "print('torch' in sys.modules)")
