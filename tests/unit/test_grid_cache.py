@@ -68,3 +68,42 @@ def test_another_process_loads_the_same_default_grid(cache, tmp_path):
     off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**env, "DDTREE_GRID_CACHE": "off"}).stdout
     assert off == first
+
+
+def test_processes_missing_the_cache_at_once_build_it_once(cache):
+    """Four builders at once (threads, each with its own lock handle, as xdist workers have): one builds, the
+    others wait for it and load its entry."""
+    import threading
+    import time
+
+    calls, results = [], []
+
+    def slow_build():
+        calls.append(1)
+        time.sleep(0.3)
+        return ("case-a", "case-b")
+
+    threads = [threading.Thread(target=lambda: results.append(grid_cache.cached("default", slow_build)))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and results == [("case-a", "case-b")] * 4
+
+
+def test_a_lock_not_taken_in_time_builds_without_it(cache, monkeypatch):
+    from filelock import FileLock
+
+    monkeypatch.setattr(grid_cache, "LOCK_WAIT_S", 0.05)
+    cache.mkdir(parents=True)
+    calls = []
+    with FileLock(cache / ".verify-default.lock"):  # a builder that never finishes
+        import threading
+
+        out = []
+        t = threading.Thread(target=lambda: out.append(grid_cache.cached("default", builder(calls))))
+        t.start()
+        t.join(10)
+    assert out == [("case-a", "case-b")] and len(calls) == 1
+    assert len(list(cache.glob("verify-default-*.pickle"))) == 1
