@@ -140,6 +140,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     previous = results.with_name(f".{results.name}.previous")  # put back if this sweep writes nothing
     if results.exists() and not (args.append or args.resume):
         results.replace(previous)
+    if tests.resolve() == KERNEL_TESTS:  # the verify grid every worker collects, built once meanwhile
+        from .families.verify import grid_cache
+
+        grid_cache.warm(args.profile)
     statuses = []
     for n, tier in enumerate(tiers):
         if tier == "device" and not args.workers:

@@ -194,8 +194,11 @@ class Inputs:
 def compare(name: str, got, want) -> list[str]:
     """``[]`` when ``got`` (a returned tensor or list) equals ``want`` element for element, else one line:
     a shape mismatch, or the first differences."""
-    got = torch.as_tensor(got).cpu()
-    want = torch.as_tensor(want).to(got.dtype) if got.dtype != torch.bool else torch.as_tensor(want)
+    got, want = torch.as_tensor(got), torch.as_tensor(want)
+    if got.device == want.device and got.dtype == want.dtype and got.shape == want.shape and torch.equal(got, want):
+        return []  # equal where both are (a device's pools stay there when they match)
+    got = got.cpu()
+    want = want.cpu().to(got.dtype) if got.dtype != torch.bool else want.cpu()
     if tuple(got.shape) != tuple(want.shape):
         return [f"{name}: shape {tuple(got.shape)} (want {tuple(want.shape)})"]
     if torch.equal(got, want.to(got.dtype)):

@@ -107,3 +107,17 @@ def test_a_lock_not_taken_in_time_builds_without_it(cache, monkeypatch):
         t.join(10)
     assert out == [("case-a", "case-b")] and len(calls) == 1
     assert len(list(cache.glob("verify-default-*.pickle"))) == 1
+
+
+def test_warm_builds_the_entry_in_the_background_and_nothing_with_the_cache_off(cache, monkeypatch):
+    monkeypatch.setattr(grid_cache, "key", lambda profile, modules=grid_cache.BUILDERS: "k")
+    from ddtree_compat.families.verify import records
+
+    monkeypatch.setattr(records, "grid_groups", lambda profile: [("g",)])
+    monkeypatch.setattr(records, "grid_group", lambda profile, g: ("case-a", "case-b"))
+    records.grid.cache_clear()  # this process's copy, not the one on disk
+    grid_cache.warm("default").join(10)
+    records.grid.cache_clear()
+    assert pickle.loads((cache / "verify-default-k.pickle").read_bytes()) == ("case-a", "case-b")
+    monkeypatch.setenv("DDTREE_GRID_CACHE", "off")
+    assert grid_cache.warm("default") is None

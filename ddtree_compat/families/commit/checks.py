@@ -210,21 +210,23 @@ KV_BAND = 64  # elements of random bits before and after each KV pool; must come
 
 def _kv_pool(case: CommitCase, lay: CommitLayout, device: str, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """A per-layer pool ``[pool_slots + page_size, heads, head_dim]`` of random values inside a banded
-    allocation; returns ``(storage, view)``."""
+    allocation, drawn on ``device`` by ``gen`` (a generator of that device: a pool is 0.3-6 M elements, and
+    drawing them on the host and copying them over took most of a device cell's time); returns
+    ``(storage, view)``."""
     shape = (lay.pool_slots + case.page_size, case.kv_heads, case.head_dim)  # one spare page, as SGLang keeps
     dtype = KV_DTYPES[case.kv_dtype]
     n = int(np.prod(shape))
-    bits = torch.randint(-(2 ** 15), 2 ** 15, (n + 2 * KV_BAND,), dtype=torch.int32, generator=gen)
+    bits = torch.randint(-(2 ** 15), 2 ** 15, (n + 2 * KV_BAND,), dtype=torch.int32, generator=gen, device=device)
     if dtype == torch.uint8:
         storage = (bits & 0xFF).to(torch.uint8)
     else:
         storage = (bits.float() / 2 ** 13).to(dtype)  # finite values: NaN bit patterns would not compare equal
-    storage = storage.to(device)
     return storage, storage[KV_BAND:KV_BAND + n].view(shape)
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
-    return t.cpu().view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
+    """``t``'s bits as integers of its width, where ``t`` is (no copy)."""
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()])
 
 
 def _accepted(case: CommitCase) -> list[int]:
@@ -317,19 +319,20 @@ def assign_req_to_token(case: CommitCase, lay: CommitLayout, backend, device: st
 def expected_pool(old: torch.Tensor, lay: CommitLayout, shape: tuple[int, ...]) -> torch.Tensor:
     """A pool's bits after the compacting commit, from the plan alone: for every request and every
     committed position ``i``, slot ``front_slots[i]`` holds what slot ``kept_slots[i]`` (the accepted
-    node's) held before; every other slot (and both bands) is unchanged."""
+    node's) held before; every other slot (and both bands) is unchanged. Computed where ``old`` is."""
     want = old.clone()
     rows_before = old[KV_BAND:KV_BAND + int(np.prod(shape))].view(shape)
     rows_after = want[KV_BAND:KV_BAND + int(np.prod(shape))].view(shape)
-    for plan in lay.plans:
-        for target, source in zip(plan.front_slots, plan.kept_slots):
-            rows_after[target] = rows_before[source]
+    pairs = [pair for plan in lay.plans for pair in zip(plan.front_slots, plan.kept_slots)]
+    if pairs:  # every target slot is a different committed position's: one gather, no write order to keep
+        targets, sources = torch.tensor(pairs, dtype=torch.int64, device=old.device).unbind(1)
+        rows_after[targets] = rows_before[sources]
     return want
 
 
 @_commit_check
 def move_kv(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
-    gen = torch.Generator().manual_seed(stable_seed(case.id, "kv"))
+    gen = torch.Generator(device=device).manual_seed(stable_seed(case.id, "kv"))
     pools = [_kv_pool(case, lay, device, gen) for _ in range(2 * LAYERS)]
     before = [_bits(storage).clone() for storage, _ in pools]
     tgt, src = move_plan(case, lay)
