@@ -141,9 +141,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if results.exists() and not (args.append or args.resume):
         results.replace(previous)
     if tests.resolve() == KERNEL_TESTS:  # the verify grid every worker collects, built once meanwhile
-        from .families.verify import grid_cache
+        from .families.verify.records import warm_grid
 
-        grid_cache.warm(args.profile)
+        warm_grid(args.profile)
     statuses = []
     for n, tier in enumerate(tiers):
         if tier == "device" and not args.workers:

@@ -116,8 +116,8 @@ def test_warm_builds_the_entry_in_the_background_and_nothing_with_the_cache_off(
     monkeypatch.setattr(records, "grid_groups", lambda profile: [("g",)])
     monkeypatch.setattr(records, "grid_group", lambda profile, g: ("case-a", "case-b"))
     records.grid.cache_clear()  # this process's copy, not the one on disk
-    grid_cache.warm("default").join(10)
+    records.warm_grid("default").join(10)
     records.grid.cache_clear()
     assert pickle.loads((cache / "verify-default-k.pickle").read_bytes()) == ("case-a", "case-b")
     monkeypatch.setenv("DDTREE_GRID_CACHE", "off")
-    assert grid_cache.warm("default") is None
+    assert records.warm_grid("default") is None

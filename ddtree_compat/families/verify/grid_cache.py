@@ -27,7 +27,6 @@ import os
 import pickle
 import platform
 import sys
-import threading
 import types
 from pathlib import Path
 from typing import Callable
@@ -138,23 +137,3 @@ def _prune(folder: Path, prefix: str) -> None:
     for old in entries[KEEP:]:
         old.unlink(missing_ok=True)
 
-
-def warm(profile: str) -> threading.Thread | None:
-    """Build ``profile``'s grid into the cache in a daemon thread of this process, and return the thread
-    (``None`` with the cache off). The sweep's command starts it beside pytest's start-up, while it waits for
-    pytest: the workers reach collection seconds later and wait for this one build (the lock) instead of each
-    building its own. An error here is left to the workers, which build the grid themselves."""
-    if not enabled():
-        return None
-
-    def build() -> None:
-        from . import records
-
-        try:
-            records.grid(profile)
-        except Exception:  # noqa: BLE001 - the workers build it again and report what fails
-            pass
-
-    thread = threading.Thread(target=build, name=f"ddtree-grid-{profile}", daemon=True)
-    thread.start()
-    return thread

@@ -365,6 +365,29 @@ def grid(profile: str = "default") -> tuple[VerifyCase, ...]:
     return cached(profile, lambda: tuple(c for key in grid_groups(profile) for c in grid_group(profile, *key)))
 
 
+
+def warm_grid(profile: str):
+    """Build ``profile``'s grid into the cache on disk in a daemon thread of this process; returns the thread
+    (``None`` with the cache off). The sweep's command starts it before pytest and waits for pytest meanwhile:
+    the workers reach collection seconds later and wait on the cache's lock for this one build instead of each
+    building its own. An error here is left to the workers, which build the grid again and report it."""
+    import threading
+
+    from .grid_cache import enabled
+
+    if not enabled():
+        return None
+
+    def build() -> None:
+        try:
+            grid(profile)
+        except Exception:  # noqa: BLE001 - see above
+            pass
+
+    thread = threading.Thread(target=build, name=f"ddtree-grid-{profile}", daemon=True)
+    thread.start()
+    return thread
+
 # --------------------------------------------------------------------------------------------------
 # The record
 # --------------------------------------------------------------------------------------------------
