@@ -65,4 +65,11 @@ except PackageNotFoundError:
 print(f"setup ok: sglang {sglang.__version__} (--no-deps: its server pins left out), {fi}torch {torch.__version__}, "
       f"triton {triton.__version__}, transformers {transformers.__version__}, ddtree-compat editable with its "
       "pytest plugin")
+from importlib.util import find_spec
+left = [what for module, what in (("torchvision", "torchvision (SGLang's KV-cache kernel modules import it)"),
+                                  ("sgl_kernel", "sglang-kernel (its prebuilt libraries' static cells)"))
+        if find_spec(module) is None]
+if left:
+    print(f"not installed: {'; '.join(left)}. Their cells skip, naming it; to add them, see the table in "
+          "docs/installing.md")
 PY

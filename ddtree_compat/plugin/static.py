@@ -12,12 +12,16 @@ import pytest
 from ..outcomes import Verdict
 from ..tiers import STATIC
 from .cells import CELL, Cell
-from .markers import arch_marks
+from .markers import LONG, arch_marks
 from .session import suite
 
 
 def static_params(sess) -> list:
-    return [pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch)])
+    """One param per static cell; an entry whose builds take seconds (``long = True``: nvcc) marks its cells
+    ``long``, so they start first (:mod:`.schedule`)."""
+    return [pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch),
+                                                  *([getattr(pytest.mark, LONG)] if getattr(cell.entry, "long", False)
+                                                    else [])])
             for cell in sess.static_cells()]
 
 
