@@ -124,7 +124,7 @@ def _sweep_inputs(args: argparse.Namespace) -> tuple[list, list[str], Path]:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .results import check_appendable
-    from .tiers import LOAD_BALANCED, device_worker_args
+    from .tiers import device_worker_args
 
     gpus, tiers, tests = _sweep_inputs(args)
     out_dir = Path(args.out_dir)
@@ -148,8 +148,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for n, tier in enumerate(tiers):
         if tier == "device" and not args.workers:
             dist = device_worker_args(gpus)
-        else:  # contiguous shares, then stealing: the long tests placed at each share's head start first there
-            dist = ["-n", args.workers or "auto", *LOAD_BALANCED]
+        else:
+            dist = ["-n", args.workers or "auto"]
         # Fault containment: cells run in xdist workers, replaced after a sticky CUDA fault or a hang.
         cmd = [sys.executable, "-m", "pytest", *_sweep_targets(tests, args.pytest_args), *_sweep_config(tests),
                "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",

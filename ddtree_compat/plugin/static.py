@@ -12,16 +12,12 @@ import pytest
 from ..outcomes import Verdict
 from ..tiers import STATIC
 from .cells import CELL, Cell
-from .markers import LONG, arch_marks
+from .markers import arch_marks
 from .session import suite
 
 
 def static_params(sess) -> list:
-    """One param per static cell; an entry whose builds take seconds (``long = True``: nvcc) marks its cells
-    ``long``, so they start first (:mod:`.schedule`)."""
-    return [pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch),
-                                                  *([getattr(pytest.mark, LONG)] if getattr(cell.entry, "long", False)
-                                                    else [])])
+    return [pytest.param(cell, id=cell.id, marks=[getattr(pytest.mark, STATIC), *arch_marks(cell.arch)])
             for cell in sess.static_cells()]
 
 

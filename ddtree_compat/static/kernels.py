@@ -19,7 +19,7 @@ worker process (:mod:`ddtree_compat.static.runner`), which imports the kernel.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar, Iterable
+from typing import Callable, Iterable
 
 from ..families.verify.records import VerifyCase
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
@@ -109,7 +109,6 @@ class FlashInferPrefillKernel:
     head_dims: tuple[int, ...]
     dtypes: tuple[str, ...]
     default_archs: tuple[str, ...] = ()  # outside the full profile, these archs only (each build ~30 s of a core)
-    long: ClassVar[bool] = True  # an nvcc build: its cells start first (marker ``long``)
 
     def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
         return [Spec(f"d{h}-{dt}", (("head_dim", h),)) for dt in self.dtypes for h in self.head_dims]
@@ -137,7 +136,6 @@ class CudaJitKernel:
     function: str
     threads: int
     id: str
-    long: ClassVar[bool] = True  # an nvcc build of the whole module, ~8 s of a core: its cells start first
 
     def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
         return [Spec(self.id)]
