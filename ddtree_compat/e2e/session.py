@@ -525,5 +525,6 @@ class E2ESession:
         left = stop_many(list(self.servers.values()))
         if self._drivers is not None:
             self._drivers.shutdown(wait=False, cancel_futures=True)
-        self.mark("closed")
+        if not self.host_reason():  # a host that runs no server keeps no timeline (nor a folder for it)
+            self.mark("closed")
         return left

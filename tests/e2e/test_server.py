@@ -389,3 +389,14 @@ def test_a_port_taken_before_the_bind_is_ours_to_retry(launch):
     with pytest.raises(srv.PortInUse, match=f"its port {s.port} was taken"):
         s.wait_ready(30, poll_s=0.1)
     assert not s.alive()
+
+
+def test_a_session_on_a_host_without_a_gpu_writes_no_timeline(tmp_path):
+    """No GPU: no server can start, so the session keeps no timeline: neither its start nor its close."""
+    from ddtree_compat.e2e.session import E2ECell, E2ESession
+
+    sess = E2ESession(tmp_path / "e2e", "default", [])
+    target = sess.configs["target"]
+    sess.select([E2ECell(target, p) for p in target.phases])
+    assert sess.host_reason() and sess.close() == []
+    assert not (tmp_path / "e2e" / "timeline.jsonl").exists()
