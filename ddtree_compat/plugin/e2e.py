@@ -124,14 +124,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def e2e_session(config: pytest.Config):
     """This process's :class:`ddtree_compat.e2e.session.E2ESession`, created once (at collection's end, or by
     the first cell's fixture), its timeline's clock started at pytest's configure (the verdict lines' zero);
-    stopped at the latest when pytest unconfigures."""
+    stopped at the latest when pytest unconfigures. Its folder is ``--ddtree-e2e-dir``, an xdist worker's a
+    subfolder named by the worker (``e2e/gw0``): workers that run cells of one server each start their own."""
     from ..e2e.session import E2ESession
 
     sess = suite(config)
     if sess.e2e_session is None:
         progress = config.pluginmanager.get_plugin("ddtree-progress")
         started = None if progress is None else time.time() - (time.monotonic() - progress.started)
-        sess.e2e_session = E2ESession(sess.e2e_dir, sess.profile, sess.gpus, attention=_ATTENTION, started=started)
+        root = Path(sess.e2e_dir)
+        if in_xdist_worker(config):  # each worker starts its own servers: its own checkpoints, logs, timeline
+            root = root / config.workerinput["workerid"]
+        sess.e2e_session = E2ESession(root, sess.profile, sess.gpus, attention=_ATTENTION, started=started)
         sess.e2e_session.select(sess.e2e_selected, planned=not in_xdist_worker(config))
         config.add_cleanup(sess.e2e_session.close)
     return sess.e2e_session
@@ -228,7 +232,7 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
             cell.case_path = str(run.capture)
         if verdict.outcome == "pass":
             return run.judgement
-        launch = Path(sess.e2e_dir) / "servers" / e2e_cell.config.id / "launch.json"
+        launch = ddtree_e2e_session.root / "servers" / e2e_cell.config.id / "launch.json"
         kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
         excerpt = f"\nserver log excerpt:\n{run.judgement.log_excerpt}" if run.judgement.log_excerpt else ""
         pytest.fail(f"{kind}: {e2e_cell.id} on {sess.e2e_arch()}: {verdict.message}{excerpt}\n"

@@ -127,3 +127,34 @@ def test_servers_start_at_collection_end_and_not_for_collect_only(pytester, monk
     assert not (pytester.path / "e2e").exists()  # collecting starts no server
     # the servers of the selected e2e cells start when collection ends: a test before the first e2e cell sees them
     pytester.runpytest_subprocess(*args).assert_outcomes(passed=2)
+
+
+def test_xdist_workers_serve_the_cells_they_run(pytester, monkeypatch):
+    """Under xdist each worker collects every e2e cell and runs some: its session is unplanned (it starts a
+    server when it runs the server's first cell, stops it at its own end) and lives in a folder of its own
+    (checkpoints, server logs, timeline: two workers running one server's cells each start one); the cells
+    pass as in one process, and the controller starts no server."""
+    env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": "60",
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for name in [n for n in os.environ if n.startswith("DDTREE_")]:
+        monkeypatch.delenv(name)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    pytester.makepyfile(test_serve=TEST)
+    results = pytester.path / "e2e.jsonl"
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-static=off", "-m", "e2e", "-k", "target",
+                                        "-n", "2", "--ddtree-results", str(results), "--ddtree-e2e-dir", "e2e")
+    out.assert_outcomes(passed=2)
+    every = [r for r in map(json.loads, results.read_text().splitlines()) if r["kind"] == "result"]
+    assert sorted(r["case_id"] for r in every) == ["target-bs1", "target-c4"]
+    assert all(r["tier"] == "e2e" and r["outcome"] == "pass" for r in every)
+    e2e = pytester.path / "e2e"
+    assert not (e2e / "timeline.jsonl").exists() and not (e2e / "servers").exists()  # nothing of the controller's
+    workers = sorted(p.parent.name for p in e2e.glob("gw*/timeline.jsonl"))
+    assert workers and set(workers) <= {"gw0", "gw1"}
+    for worker in workers:
+        timeline = [json.loads(x) for x in (e2e / worker / "timeline.jsonl").read_text().splitlines()]
+        assert timeline[0]["event"] == "session" and timeline[0]["planned"] is False
+        assert [x.get("server") for x in timeline if x["event"] == "launched"] == ["target"]
+        assert timeline[-1]["event"] == "closed"
+        assert (e2e / worker / "servers" / "target" / "server.log").stat().st_size > 0
