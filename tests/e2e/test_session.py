@@ -14,17 +14,22 @@ MODES = "eagle-always=zero-accept,standalone-always=fault,standalone-mod4=crash"
 SELECT = "target or eagle-k1-s8-d9 or eagle-k4 or standalone or dflash"
 
 
-def test_one_session_of_stand_in_servers(pytester, monkeypatch):
-    served = pytester.path / "served.txt"
-    env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": "120",
-           "FAKE_SGLANG_MODES": MODES, "FAKE_SGLANG_DELAY_S": "0.5", "FAKE_SGLANG_REQUESTS": str(served),
-           "FAKE_SGLANG_PORT_TAKEN_ONCE": str(pytester.path / "port-taken"),
-           "DDTREE_E2E_PRIORITY": "2",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for name in [n for n in os.environ if n.startswith("DDTREE_")]:  # CI exports DDTREE_REQUIRE_BACKENDS
+def use_stand_in_servers(monkeypatch, ready_s: str = "60", **extra: str) -> None:
+    """The environment of a session whose servers are ``fake_sglang.py`` on a faked sm90 (the outer run's
+    ``DDTREE_*`` dropped: CI exports some)."""
+    env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": ready_s,
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **extra}
+    for name in [n for n in os.environ if n.startswith("DDTREE_")]:
         monkeypatch.delenv(name)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
+
+
+def test_one_session_of_stand_in_servers(pytester, monkeypatch):
+    served = pytester.path / "served.txt"
+    use_stand_in_servers(monkeypatch, "120", FAKE_SGLANG_MODES=MODES, FAKE_SGLANG_DELAY_S="0.5",
+                         FAKE_SGLANG_REQUESTS=str(served), FAKE_SGLANG_PORT_TAKEN_ONCE=str(pytester.path / "port-taken"),
+                         DDTREE_E2E_PRIORITY="2")
     pytester.makepyfile(test_serve=TEST)
     results = pytester.path / "e2e.jsonl"
     out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-static=off", "-m", "e2e", "-k", SELECT,
@@ -115,12 +120,7 @@ def test_servers_started_before_the_first_e2e_cell():
 
 
 def test_servers_start_at_collection_end_and_not_for_collect_only(pytester, monkeypatch):
-    env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": "60",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for name in [n for n in os.environ if n.startswith("DDTREE_")]:
-        monkeypatch.delenv(name)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+    use_stand_in_servers(monkeypatch)
     pytester.makepyfile(test_serve=TEST, test_aaa_first=FIRST)
     args = ("-p", "no:cacheprovider", "--ddtree-static=off", "-k", "first or target-bs1", "--ddtree-e2e-dir", "e2e")
     pytester.runpytest_subprocess(*args, "--collect-only").assert_outcomes()
@@ -134,12 +134,7 @@ def test_xdist_workers_serve_the_cells_they_run(pytester, monkeypatch):
     server when it runs the server's first cell, stops it at its own end) and lives in a folder of its own
     (checkpoints, server logs, timeline: two workers running one server's cells each start one); the cells
     pass as in one process, and the controller starts no server."""
-    env = {"DDTREE_FAKE_GPUS": "sm90", "DDTREE_E2E_SERVER_MODULE": "tests.e2e.fake_sglang", "DDTREE_E2E_READY_S": "60",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for name in [n for n in os.environ if n.startswith("DDTREE_")]:
-        monkeypatch.delenv(name)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+    use_stand_in_servers(monkeypatch)
     pytester.makepyfile(test_serve=TEST)
     results = pytester.path / "e2e.jsonl"
     out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-static=off", "-m", "e2e", "-k", "target",
