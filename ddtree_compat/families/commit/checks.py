@@ -230,7 +230,8 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
 
 
 def _accepted(case: CommitCase) -> list[int]:
-    return [len(p) - 1 for p in layout(case).paths]
+    """Accepted drafts per request: the oracle's verify paths (what :func:`layout` lays out, without the rest)."""
+    return [len(result.path) - 1 for result in case.verify.expected()]
 
 
 def _commit_check(fn):
