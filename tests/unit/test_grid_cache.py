@@ -115,9 +115,25 @@ def test_warm_builds_the_entry_in_the_background_and_nothing_with_the_cache_off(
 
     monkeypatch.setattr(records, "grid_groups", lambda profile: [("g",)])
     monkeypatch.setattr(records, "grid_group", lambda profile, g: ("case-a", "case-b"))
+    monkeypatch.setattr(records, "WARM_PROCESSES", 1)  # in the thread, where the patches above apply
     records.grid.cache_clear()  # this process's copy, not the one on disk
     records.warm_grid("default").join(10)
     records.grid.cache_clear()
     assert pickle.loads((cache / "verify-default-k.pickle").read_bytes()) == ("case-a", "case-b")
     monkeypatch.setenv("DDTREE_GRID_CACHE", "off")
     assert records.warm_grid("default") is None
+
+
+def test_the_groups_built_in_fresh_processes_are_the_grid(cache):
+    """``warm_grid``'s build on a larger host: two spawned processes build the groups of the default profile;
+    the cases are the grid's, in its order."""
+    from ddtree_compat.families.verify import records
+
+    keys = records.grid_groups("default")[:6]
+    serial = tuple(c for key in keys for c in records.grid_group("default", *key))
+    real = records.grid_groups
+    try:
+        records.grid_groups = lambda profile: keys  # six groups are enough to cross processes
+        assert records._built_in_processes("default", 2) == serial
+    finally:
+        records.grid_groups = real
