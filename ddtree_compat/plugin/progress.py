@@ -35,7 +35,11 @@ def _names(kernels: list[str], limit: int = 3) -> str:
 
 
 def _short(reason: str) -> str:
-    return reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS - 3] + "..."
+    """``reason``, or its words that fit in :data:`REASON_CHARS` and `` ...`` (never a word cut in two)."""
+    if len(reason) <= REASON_CHARS:
+        return reason
+    head = reason[:REASON_CHARS - 3]
+    return (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(" ,;:(") + " ..."
 
 
 def backend_line(backend, target) -> str:
@@ -198,7 +202,9 @@ class Progress:
         static = [n for n in self.collected if "[static-" in n]
         if static:
             left = len([n for n in static if n not in self.finished])
-            if left:
+            if left == len(static):  # not begun: they wait behind the cells ahead of them, they are not stuck
+                out += f"; static: {left} compiles queued, none started"
+            elif left:
                 out += f"; static: {len(static) - left} of {len(static)} compiled, {left} left"
         if self.running:
             nodeid, since = min(self.running.items(), key=lambda kv: kv[1])

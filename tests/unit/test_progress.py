@@ -48,6 +48,9 @@ def test_the_progress_line_counts_static_compiles_and_names_the_longest_running_
     assert p.line(now=141.0) == ("progress: 2 of 4 tests done (50 %), 1:41 elapsed; static: 1 of 3 compiled, 2 left; "
                                  "running longest: test_static[static-sm90-sglang-triton-verify_tree_greedy-bs3-w16-c16] "
                                  "(0:41)")
+    p.finished.discard(static[0])
+    p.running = {}
+    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 3 compiles queued, none started"
 
 
 def test_a_backend_line_groups_its_kernels_by_reason():
@@ -60,6 +63,19 @@ def test_a_backend_line_groups_its_kernels_by_reason():
     assert backend_line(Two(), Target("interpret", "cpu")) == (
         "two on interpret: runs 1 of 2 kernels; skips move_kv: a CUDA move runs on the device tier only (a CUDA GPU; "
         "this target is interpret)")
+
+
+def test_a_long_reason_is_cut_between_words():
+    class One:
+        name = "one"
+        from ddtree_compat.backends import KernelImpl
+
+        implements = (KernelImpl("move_kv", "cuda", what="a CUDA move " + "with a very long description " * 4),)
+
+    line = backend_line(One(), Target("interpret", "cpu"))
+    reason = line.split("skips move_kv: ", 1)[1]
+    assert reason.endswith(" ...") and len(reason) <= 120
+    assert reason[:-4].split()[-1] in {"a", "CUDA", "move", "with", "very", "long", "description"}
 
 
 def test_under_xdist_the_controller_writes_the_lines_a_worker_sent_and_resolves_no_backend(pytestconfig, monkeypatch):
