@@ -136,4 +136,3 @@ def _prune(folder: Path, prefix: str) -> None:
     entries = sorted(folder.glob(f"{prefix}*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[KEEP:]:
         old.unlink(missing_ok=True)
-

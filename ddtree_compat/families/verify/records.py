@@ -365,7 +365,6 @@ def grid(profile: str = "default") -> tuple[VerifyCase, ...]:
     return cached(profile, lambda: tuple(c for key in grid_groups(profile) for c in grid_group(profile, *key)))
 
 
-
 WARM_PROCESSES = 4
 """Processes :func:`warm_grid` builds the groups in, on a host of 16 cores or more (a quarter of the cores
 below that; in the thread itself under 8 cores, where the workers' start-up has no core to spare)."""
@@ -412,6 +411,7 @@ def _built_in_processes(profile: str, processes: int) -> tuple[VerifyCase, ...]:
     with ProcessPoolExecutor(processes, mp_context=get_context("spawn")) as pool:
         groups = pool.map(grid_group, *zip(*[(profile, *key) for key in keys]))
         return tuple(case for group in groups for case in group)
+
 
 # --------------------------------------------------------------------------------------------------
 # The record
