@@ -124,16 +124,12 @@ def test_warm_builds_the_entry_in_the_background_and_nothing_with_the_cache_off(
     assert records.warm_grid("default") is None
 
 
-def test_the_groups_built_in_fresh_processes_are_the_grid(cache):
+def test_the_groups_built_in_fresh_processes_are_the_grid(cache, monkeypatch):
     """``warm_grid``'s build on a larger host: two spawned processes build the groups of the default profile;
     the cases are the grid's, in its order."""
     from ddtree_compat.families.verify import records
 
     keys = records.grid_groups("default")[:6]
     serial = tuple(c for key in keys for c in records.grid_group("default", *key))
-    real = records.grid_groups
-    try:
-        records.grid_groups = lambda profile: keys  # six groups are enough to cross processes
-        assert records._built_in_processes("default", 2) == serial
-    finally:
-        records.grid_groups = real
+    monkeypatch.setattr(records, "grid_groups", lambda profile: keys)  # six groups are enough to cross processes
+    assert records._built_in_processes("default", 2) == serial
