@@ -202,7 +202,7 @@ class Progress:
         static = [n for n in self.collected if "[static-" in n]
         if static:
             left = len([n for n in static if n not in self.finished])
-            if left == len(static):  # not begun: they wait behind the cells ahead of them, they are not stuck
+            if left == len(static) and not any("[static-" in n for n in self.running):  # behind other cells
                 out += f"; static: {left} compiles queued, none started"
             elif left:
                 out += f"; static: {len(static) - left} of {len(static)} compiled, {left} left"

@@ -51,6 +51,8 @@ def test_the_progress_line_counts_static_compiles_and_names_the_longest_running_
     p.finished.discard(static[0])
     p.running = {}
     assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 3 compiles queued, none started"
+    p.running = {static[0]: 141.0}
+    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 0 of 3 compiled, 3 left"
 
 
 def test_a_backend_line_groups_its_kernels_by_reason():
