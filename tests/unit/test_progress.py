@@ -3,7 +3,7 @@ lines with the static tier's compiles left and the test running longest; nothing
 
 import pytest
 
-from ddtree_compat.plugin.progress import Progress, backend_line
+from ddtree_compat.plugin.progress import REASON_CHARS, Progress, backend_line
 from ddtree_compat.tiers import Target
 
 
@@ -76,7 +76,7 @@ def test_a_long_reason_is_cut_between_words():
 
     line = backend_line(One(), Target("interpret", "cpu"))
     reason = line.split("skips move_kv: ", 1)[1]
-    assert reason.endswith(" ...") and len(reason) <= 120
+    assert reason.endswith(" ...") and len(reason) <= REASON_CHARS
     assert reason[:-4].split()[-1] in {"a", "CUDA", "move", "with", "very", "long", "description"}
 
 
