@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import checkpoints as ck
+from . import standby
 from .configs import DDTREE, ServerConfig
 from ..identity import identify
 
@@ -502,6 +503,8 @@ class ServerProcess:
         ready_offset: log size in bytes when it became ready (the startup log is ``[0, ready_offset)``).
         failure: the :class:`ServerFault` :meth:`check_log` raised (``None`` until then).
         niceness: the ``nice`` increment the child starts with (0: this process's priority).
+        standing_by: ``(python, module)`` while the child is a standby waiting for its argv (:meth:`stand_by`).
+        standby_s: seconds it stood by before :meth:`release` (0 for a child started with its argv).
     """
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log_path: str | Path, port: int,
@@ -514,6 +517,8 @@ class ServerProcess:
         self.ready_offset = 0
         self.descendants: set[int] = set()
         self.failure: ServerFault | None = None
+        self.standing_by: tuple[str, str] | None = None  # (python, module) of a standby not yet released
+        self.standby_s = 0.0
         self._scanned = 0  # log bytes check_log has read
         self._carry = b""  # their last lines, read again with the next bytes (a header waits for its frame)
 
@@ -523,16 +528,62 @@ class ServerProcess:
 
     def start(self) -> "ServerProcess":
         """Start the child (own session and process group; stdout+stderr -> log file)."""
+        return self._spawn(self.argv, subprocess.DEVNULL)
+
+    def _spawn(self, argv: list[str], stdin) -> "ServerProcess":
         _install_handlers()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True,
-                                         preexec_fn=_child_setup(self.niceness))
+            self.proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=stdin, start_new_session=True, preexec_fn=_child_setup(self.niceness))
         self.started_at = time.time()
         with _LOCK:
             _LIVE[self.proc.pid] = self
         return self
+
+    def stand_by(self, python: str = sys.executable, module: str = SERVER_MODULE) -> "ServerProcess":
+        """Start the child as a :mod:`standby <.standby>` of ``python -m module`` (its imports now, its
+        arguments at :meth:`release`), at this process's priority whatever :attr:`niceness` says (that applies
+        from :meth:`release`); ``argv`` may still be empty."""
+        self.standing_by = (python, module)
+        niceness, self.niceness = self.niceness, 0
+        try:
+            return self._spawn(standby.command(python, module), subprocess.PIPE)
+        finally:
+            self.niceness = niceness
+
+    def release(self, argv: list[str]) -> bool:
+        """Give a standing-by child its argv (``[python, "-m", module, *args]``, as :meth:`start` would run it);
+        the server starts from there (:attr:`started_at` is now, :attr:`standby_s` the time it stood by).
+        ``False`` (nothing done) when the child is gone or stands by for another interpreter or module."""
+        if self.standing_by is None or list(argv[:3]) != [self.standing_by[0], "-m", self.standing_by[1]]:
+            return False
+        try:
+            self.proc.stdin.write((json.dumps(list(argv[3:])) + "\n").encode())
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            return False
+        if not self.alive():
+            return False
+        self.argv, self.standing_by = list(argv), None
+        self.standby_s = time.time() - self.started_at
+        self.started_at = time.time()
+        if self.niceness:  # the priority it would have started with (raised only: lowering needs privilege)
+            try:
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, os.getpriority(os.PRIO_PROCESS, 0) + self.niceness)
+            except OSError:
+                pass
+        return True
+
+    def dismiss(self) -> None:
+        """End a standing-by child that will not serve (it exits on an empty line), and stop it."""
+        if self.standing_by is not None and self.proc is not None:
+            try:
+                self.proc.stdin.close()
+            except (OSError, ValueError):
+                pass
+        self.standing_by = None
+        self.stop(grace_s=2.0)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -7,7 +7,8 @@ then), or else when the first e2e cell needs one, in the order of the selected c
 in the ``ddtree`` profile the field's budgets before it). The first ``DDTREE_E2E_PRIORITY`` (default 6) start
 at normal CPU priority, every later one under ``nice`` (:data:`LATER_NICENESS`), so that on a host with fewer
 cores than servers the first verdicts do not wait for every server's imports. The target-only server also answers the lossless baseline (every prompt of the plan,
-once).
+once). The first ``DDTREE_E2E_PARALLEL`` servers of the plan start as standbys (:mod:`.standby`) when the plan
+is known: their imports overlap the probe, and each launch hands its standby the argv.
 
 In a session that plans its servers (not an xdist worker), each server is **driven in the background** once
 started: a thread waits until it is ready, sends its selected phases in order, keeps each observation for
@@ -24,7 +25,7 @@ and on SIGTERM.
 Environment: ``DDTREE_E2E_PARALLEL`` (servers starting or running at once), ``DDTREE_E2E_PRIORITY`` (servers
 started at normal priority), ``DDTREE_E2E_READY_S`` (readiness deadline per server, default 360),
 ``DDTREE_E2E_REQUEST_S`` (per request, default 120), ``DDTREE_E2E_MEM_FRACTION``,
-``DDTREE_E2E_MAX_TOTAL_TOKENS``.
+``DDTREE_E2E_MAX_TOTAL_TOKENS``, ``DDTREE_E2E_STANDBY`` (``0``: every server started directly).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ PARALLEL = int(os.environ.get("DDTREE_E2E_PARALLEL", "8"))
 PRIORITY = int(os.environ.get("DDTREE_E2E_PRIORITY", "6"))
 PORT_IN_USE = "port-in-use"
 """The class of a start that failed because the server's port was taken twice (the suite's error)."""
+STANDBY = os.environ.get("DDTREE_E2E_STANDBY", "1") != "0"
+"""Start the first :data:`PARALLEL` servers of a planned session as standbys (:mod:`.standby`) before the probe."""
 LATER_NICENESS = 10
 """``nice`` increment of every server launched after the first :data:`PRIORITY` (CFS then gives a niced
 process about a tenth of a normal one's share of a busy CPU)."""
@@ -116,6 +119,8 @@ class E2ESession:
         self._launcher: ThreadPoolExecutor | None = None  # planned: the one thread that starts servers
         self._driven: set[str] = set()
         self._launch_order: dict[str, int] = {}
+        self.standbys: dict[str, ServerProcess] = {}  # config id -> its standby, until launched or dismissed
+        self._stood_by = False
         self._lock = threading.RLock()  # the probe, SGLang's attention choice, the checkpoints: computed once
         self._t0 = time.time() if started is None else started
         self._closing = False
@@ -139,6 +144,8 @@ class E2ESession:
                 self.wanted[c.config.id].append(c.phase.name)
         if any(c.config.speculative for c in selected) and "target" not in self.order:
             self.order.insert(0, "target")  # the lossless baseline
+        if STANDBY and self.order and not self.host_reason():
+            self._in_launcher(self._stand_by_now).result()
 
     # ------------------------------------------------------------------------------------ availability
     def host_reason(self) -> str:
@@ -263,7 +270,11 @@ class E2ESession:
     # ------------------------------------------------------------------------------------ servers
     def _launch(self, config: ServerConfig, again: bool = False) -> None:
         """Start ``config``'s server (unless it was started, ``again`` aside, failed or cannot run here)."""
-        if config.id in self.servers and not again or config.id in self.failed or self.reason(config):
+        if config.id in self.servers and not again or config.id in self.failed:
+            return
+        if self.reason(config):
+            if config.id in self.standbys:
+                self.standbys.pop(config.id).dismiss()
             return
         paths = self.checkpoints()
         port, nccl = free_port(self.ports), free_port(self.ports)
@@ -274,16 +285,40 @@ class E2ESession:
         keep = ("PYTHONPATH", "CUDA_VISIBLE_DEVICES", "SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK", "HF_HUB_OFFLINE",
                 "DDTREE_E2E_IMPL", "FLASHINFER_WORKSPACE_BASE")
         order = self._launch_order.setdefault(config.id, len(self._launch_order))  # a relaunch keeps its place
-        niceness = 0 if order < PRIORITY else LATER_NICENESS
+        niceness = self._niceness(order)
+        server = ServerProcess(config.id, argv, self.env, folder / "server.log", port, niceness=niceness)
+        standby = self.standbys.pop(config.id, None)
+        if standby is not None:
+            standby.niceness = niceness
+        if standby is not None and standby.release(argv):
+            standby.port, server = port, standby
+        elif standby is not None:  # gone, or standing by for another module: started anew
+            standby.dismiss()
         (folder / "launch.json").write_text(json.dumps({
             "argv": argv, "env": {k: self.env.get(k) for k in keep}, "sglang": self.caps.sglang,
             "implementation": self.caps.implementation, "attention": self.attention_name(config),
             "attention_asked": config.attention, "defaults": DEFAULTS, "config": config.id,
-            "order": order, "nice": niceness}, indent=1))
-        self.servers[config.id] = ServerProcess(config.id, argv, self.env, folder / "server.log", port,
-                                                niceness=niceness).start()
-        self.mark("launched", config.id, order=order, nice=niceness)
+            "order": order, "nice": niceness, "standby_s": round(server.standby_s, 1)}, indent=1))
+        self.servers[config.id] = server if server.proc is not None else server.start()
+        self.mark("launched", config.id, order=order, nice=niceness,
+                  **({"standby_s": round(server.standby_s, 1)} if server.standby_s else {}))
         self._drive_in_background(config)
+
+    @staticmethod
+    def _niceness(order: int) -> int:
+        return 0 if order < PRIORITY else LATER_NICENESS
+
+    def _stand_by_now(self) -> None:
+        """In the launcher thread, once, when the plan is known (before the probe): a standby (:mod:`.standby`)
+        for each of the first :data:`PARALLEL` servers of the plan, importing the server module while the probe
+        runs, at normal priority; :meth:`_launch` releases it with its argv and its priority."""
+        if self._stood_by:
+            return
+        self._stood_by = True
+        for cid in self.order[:PARALLEL]:
+            self.standbys[cid] = ServerProcess(cid, [], self.env, self.root / "servers" / cid / "server.log",
+                                               0).stand_by()
+        self.mark("standing by", servers=len(self.standbys))
 
     def _drive_in_background(self, config: ServerConfig) -> None:
         """Start ``config``'s server's driver (:meth:`_drive`) once, in a planned session."""
@@ -522,7 +557,7 @@ class E2ESession:
         self._closed = self._closing = True
         if self._launcher is not None:  # a start in flight finishes; none begins
             self._launcher.shutdown(wait=True, cancel_futures=True)
-        left = stop_many(list(self.servers.values()))
+        left = stop_many(list(self.servers.values()) + list(self.standbys.values()))
         if self._drivers is not None:
             self._drivers.shutdown(wait=False, cancel_futures=True)
         if not self.host_reason():  # a host that runs no server keeps no timeline (nor a folder for it)

@@ -83,6 +83,11 @@ def test_one_session_of_stand_in_servers(pytester, monkeypatch):
     events = {x["event"] for x in timeline}
     assert {"session", "probed", "checkpoints written", "launched", "ready", "phase", "stopped", "closed"} <= events
     assert timeline[0]["event"] == "session" and timeline[0]["t"] > 0  # its clock is pytest's, from configure
+    # the first servers stood by (importing the server module) from before the probe, then got their argv
+    events = [x["event"] for x in timeline]
+    assert events.index("standing by") < events.index("probed")
+    released = [x for x in timeline if x["event"] == "launched" and "standby_s" in x]
+    assert 2 <= len(released) <= next(x for x in timeline if x["event"] == "standing by")["servers"]
     # the first server found its port taken: started again on another port, its cells judged as if nothing happened
     taken = [x for x in timeline if x["event"] == "port taken"]
     assert len(taken) == 1 and [x["server"] for x in timeline if x["event"] == "launched"].count(taken[0]["server"]) == 2

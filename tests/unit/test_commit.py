@@ -1,6 +1,7 @@
 """Commit oracle and checks: hand-worked layouts, mutants caught, JSON round trip, bad input."""
 
 import pytest
+import torch
 
 from ddtree_compat.families.commit.variants import CommitMutant
 from ddtree_compat.backends.oracle import OracleBackend
@@ -62,6 +63,29 @@ def test_oracle_backend_passes(kernel, case):
 def test_mutant_commit_is_caught(kernel):
     bad = CHECKS[kernel](SIBLING, CommitMutant(), CPU)  # a non-contiguous kept path
     assert bad.outcome in ("wrong", "fault") and bad.message, kernel
+
+
+class MovesAnotherPoolsRows(OracleBackend):
+    """Writes each pool's target slots with another pool's source rows (only the pools' values tell it)."""
+
+    def move_kv(self, k_buffers, v_buffers, tgt_loc, src_loc) -> None:
+        pools = [*k_buffers, *v_buffers]
+        rows = [buf[src_loc].clone() for buf in pools]
+        for buf, other in zip(pools, rows[::-1]):
+            buf[tgt_loc] = other
+
+
+def test_kv_pools_differ_by_layer_and_are_a_fresh_copy_of_one_draw():
+    from itertools import combinations
+
+    from ddtree_compat.families.commit.checks import _kv_pool
+
+    lay = layout(SIBLING)
+    pools = [_kv_pool(SIBLING, lay, "cpu", i)[0] for i in range(4)]
+    assert all(not torch.equal(a, b) for a, b in combinations(pools, 2))
+    again = _kv_pool(SIBLING, lay, "cpu", 1)[0]
+    assert torch.equal(again, pools[1]) and again.data_ptr() != pools[1].data_ptr()  # the cell may write it
+    assert CHECKS["move_kv"](SIBLING, MovesAnotherPoolsRows(), CPU).outcome == "wrong"
 
 
 def test_commit_case_json_round_trip_and_bad_input(tmp_path):

@@ -208,20 +208,35 @@ def freed_set_report(lay: CommitLayout, cap: int, committed: list[int] | None = 
 KV_BAND = 64  # elements of random bits before and after each KV pool; must come back unchanged
 
 
-def _kv_pool(case: CommitCase, lay: CommitLayout, device: str, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """A per-layer pool ``[pool_slots + page_size, heads, head_dim]`` of random values inside a banded
-    allocation, drawn on ``device`` by ``gen`` (a generator of that device: a pool is 0.3-6 M elements, and
-    drawing them on the host and copying them over took most of a device cell's time); returns
+POOL_VALUES = 1 << 23
+"""Values drawn per pool index and KV dtype (more for a pool that needs more): every pool of the default and
+full grids (0.3-6 M elements) is a prefix of one draw."""
+
+
+def _kv_pool(case: CommitCase, lay: CommitLayout, device: str, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pool ``index`` (``k`` layers, then ``v``): ``[pool_slots + page_size, heads, head_dim]`` of random values
+    inside a banded allocation on ``device``, a fresh copy of :func:`_pool_values`' first elements; returns
     ``(storage, view)``."""
     shape = (lay.pool_slots + case.page_size, case.kv_heads, case.head_dim)  # one spare page, as SGLang keeps
-    dtype = KV_DTYPES[case.kv_dtype]
     n = int(np.prod(shape))
-    bits = torch.randint(-(2 ** 15), 2 ** 15, (n + 2 * KV_BAND,), dtype=torch.int32, generator=gen, device=device)
-    if dtype == torch.uint8:
-        storage = (bits & 0xFF).to(torch.uint8)
-    else:
-        storage = (bits.float() / 2 ** 13).to(dtype)  # finite values: NaN bit patterns would not compare equal
+    values = _pool_values(device, case.kv_dtype, index, max(POOL_VALUES, 1 << (n + 2 * KV_BAND - 1).bit_length()))
+    storage = values[:n + 2 * KV_BAND].clone()
     return storage, storage[KV_BAND:KV_BAND + n].view(shape)
+
+
+@functools.lru_cache(maxsize=16)
+def _pool_values(device: str, kv_dtype: str, index: int, length: int) -> torch.Tensor:
+    """``length`` random values of ``kv_dtype`` for pool ``index``, drawn on ``device`` by that device's generator,
+    seeded by the arguments alone (so a case's pools are the same in every process and run). Drawn once per
+    process (``length`` is :data:`POOL_VALUES`, or a larger power of two): a pool is 0.3-6 M elements, and drawing and converting four of
+    them took most of a CPU ``move_kv`` cell's own time, where a copy takes a fiftieth of it. Every layer's
+    pool differs from every other's; cases of one bucket differ in their layouts."""
+    gen = torch.Generator(device=device).manual_seed(stable_seed("kv-pool", kv_dtype, index, length))
+    bits = torch.randint(-(2 ** 15), 2 ** 15, (length,), dtype=torch.int32, generator=gen, device=device)
+    dtype = KV_DTYPES[kv_dtype]
+    if dtype == torch.uint8:
+        return (bits & 0xFF).to(torch.uint8)
+    return (bits.float() / 2 ** 13).to(dtype)  # finite values: NaN bit patterns would not compare equal
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
@@ -333,8 +348,7 @@ def expected_pool(old: torch.Tensor, lay: CommitLayout, shape: tuple[int, ...]) 
 
 @_commit_check
 def move_kv(case: CommitCase, lay: CommitLayout, backend, device: str) -> list[str]:
-    gen = torch.Generator(device=device).manual_seed(stable_seed(case.id, "kv"))
-    pools = [_kv_pool(case, lay, device, gen) for _ in range(2 * LAYERS)]
+    pools = [_kv_pool(case, lay, device, i) for i in range(2 * LAYERS)]
     before = [_bits(storage).clone() for storage, _ in pools]
     tgt, src = move_plan(case, lay)
     backend.move_kv([v for _, v in pools[:LAYERS]], [v for _, v in pools[LAYERS:]], tgt.to(device), src.to(device))
