@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,38 @@ def e2e_table(path: Path) -> str:
                       f"| last verdict ({times['verdicts']} cells) | {fmt(times['last_s'])} | <= 180 s |"])
 
 
+SERVER_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (.*)$", re.M)
+START_MARKS = (("first line", lambda m: True), ("scheduler", lambda m: m.startswith("Init torch distributed begin")),
+               ("HTTP up", lambda m: "Uvicorn running" in m))
+
+
+def e2e_start_table(root: Path) -> str:
+    """Where each server's start went, from an e2e session folder (``--ddtree-e2e-dir``: its ``timeline.jsonl`` and
+    ``servers/*/server.log``): seconds from its launch (the argv given: a standby's release, else its start) to
+    its log's first SGLang line (the main process's imports done), to the scheduler's first line (its spawn and
+    imports), to the HTTP server, and to ready or dead (the timeline); the standby's head start. SGLang's log
+    stamps whole seconds of the host's clock; the timeline's ``session`` line gives its zero on that clock."""
+    events = [json.loads(x) for x in (root / "timeline.jsonl").read_text().splitlines() if x.strip()]
+    zero = next((e["wall"] for e in events if e["event"] == "session" and "wall" in e), None)
+    launched = {e["server"]: e for e in reversed(events) if e["event"] == "launched"}  # the first launch of each
+    end = {e["server"]: (e["event"], e["t"]) for e in events if e["event"] in ("ready", "failed before ready")}
+    rows = ["| server | launched at | stood by | " + " | ".join(name for name, _ in START_MARKS) + " | ready or dead |",
+            "|---|---:|---:|" + "---:|" * len(START_MARKS) + "---|"]
+    for server, e in sorted(launched.items(), key=lambda kv: kv[1]["order"]):
+        log = root / "servers" / server / "server.log"
+        stamps = [(time.mktime(time.strptime(d, "%Y-%m-%d %H:%M:%S")), m)
+                  for d, m in SERVER_LINE.findall(log.read_text(errors="replace"))] if log.exists() else []
+        marks = []
+        for _, test in START_MARKS:
+            at = next((w for w, m in stamps if test(m)), None)
+            marks.append("n/a" if at is None or zero is None else f"{at - zero - e['t']:.0f} s")
+        kind, t = end.get(server, ("", None))
+        done = "n/a" if t is None else f"{'ready' if kind == 'ready' else 'dead'} {t - e['t']:.0f} s"
+        rows.append(f"| {server} | {e['t']:.1f} s | {e.get('standby_s', 0):.1f} s | " + " | ".join(marks) +
+                    f" | {done} |")
+    return "\n".join(rows)
+
+
 def test_command(out: str | None, workers: str) -> int:
     """Time ``python -m pytest -n WORKERS`` (the README's test command) and print the per-module table."""
     import resource
@@ -145,7 +178,12 @@ def main() -> int:
     p.add_argument("--from-junit", metavar="FILE", help="print the per-module table of an earlier run's JUnit XML")
     p.add_argument("--from-e2e-log", metavar="PYTEST_LOG",
                    help="print the e2e budget sweep's times to its first dead-budget verdict and its last")
+    p.add_argument("--from-e2e-dir", metavar="E2E_DIR",
+                   help="print where each server's start went (an e2e session folder: timeline and server logs)")
     args = p.parse_args()
+    if args.from_e2e_dir:
+        print(e2e_start_table(Path(args.from_e2e_dir)))
+        return 0
     if args.from_e2e_log:
         print(e2e_table(Path(args.from_e2e_log)))
         return 0

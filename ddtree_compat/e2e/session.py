@@ -133,7 +133,7 @@ class E2ESession:
         at session end."""
         self.planned = planned
         if not self.host_reason():
-            self.mark("session", cells=len(selected), planned=planned)
+            self.mark("session", cells=len(selected), planned=planned, wall=round(self._t0, 3))
         if not planned:
             return
         for c in selected:
