@@ -576,14 +576,22 @@ class ServerProcess:
         return True
 
     def dismiss(self) -> None:
-        """End a standing-by child that will not serve (it exits on an empty line), and stop it."""
-        if self.standing_by is not None and self.proc is not None:
-            try:
-                self.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
+        """End a standing-by child that will not serve (it exits at the end of its stdin) and stop it; its log
+        (imports only) goes, and its folder when that is left empty."""
+        if self.standing_by is None:
+            return
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=2.0)
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
         self.standing_by = None
         self.stop(grace_s=2.0)
+        self.log_path.unlink(missing_ok=True)
+        try:
+            self.log_path.parent.rmdir()
+        except OSError:
+            pass
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -290,10 +290,10 @@ class E2ESession:
         standby = self.standbys.pop(config.id, None)
         if standby is not None:
             standby.niceness = niceness
-        if standby is not None and standby.release(argv):
-            standby.port, server = port, standby
-        elif standby is not None:  # gone, or standing by for another module: started anew
-            standby.dismiss()
+            if standby.release(argv):
+                standby.port, server = port, standby
+            else:  # gone, or standing by for another module: started anew
+                standby.dismiss()
         (folder / "launch.json").write_text(json.dumps({
             "argv": argv, "env": {k: self.env.get(k) for k in keep}, "sglang": self.caps.sglang,
             "implementation": self.caps.implementation, "attention": self.attention_name(config),

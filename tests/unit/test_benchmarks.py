@@ -226,6 +226,35 @@ def test_the_e2e_budget_sweep_times_come_from_the_verdict_lines():
     assert cost.e2e_verdict_times(line) == {"first_dead_s": 75, "last_s": 75, "verdicts": 1}
 
 
+def test_the_e2e_start_table_times_each_server_from_its_launch(tmp_path):
+    """``suite_cost.py --from-e2e-dir``: SGLang's log stamps (the host's clock, whole seconds) are placed on the
+    timeline by its ``session`` line's ``wall``; each mark counts from the server's first launch; a standby's head
+    start and the end (ready or dead) come from the timeline."""
+    import time
+
+    spec = importlib.util.spec_from_file_location("suite_cost", ROOT / "benchmarks" / "suite_cost.py")
+    cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cost)
+    zero = time.mktime(time.strptime("2026-12-03 09:00:00", "%Y-%m-%d %H:%M:%S"))
+    events = [{"t": 0.1, "event": "session", "wall": zero}, {"t": 0.4, "event": "standing by", "servers": 1},
+              {"t": 17.0, "event": "launched", "server": "b8", "order": 0, "nice": 0, "standby_s": 16.6},
+              {"t": 18.0, "event": "launched", "server": "b16", "order": 1, "nice": 10},
+              {"t": 51.0, "event": "failed before ready", "server": "b8"},
+              {"t": 60.0, "event": "launched", "server": "b16", "order": 1, "nice": 10},  # a relaunch: not counted
+              {"t": 70.0, "event": "ready", "server": "b16", "after_s": 10.0}]
+    (tmp_path / "timeline.jsonl").write_text("\n".join(json.dumps(e) for e in events))
+    logs = {"b8": ["09:00:18] server_args=ServerArgs(...)", "09:00:33] Init torch distributed begin.",
+                   "09:00:36] INFO:     Uvicorn running on http://127.0.0.1:1"],
+            "b16": ["09:00:30] server_args=ServerArgs(...)"]}
+    for name, lines in logs.items():
+        (tmp_path / "servers" / name).mkdir(parents=True)
+        (tmp_path / "servers" / name / "server.log").write_text("warning: no stamp\n" + "\n".join(
+            f"[2026-12-03 {x}" for x in lines))
+    rows = cost.e2e_start_table(tmp_path).splitlines()
+    assert rows[2] == "| b8 | 17.0 s | 16.6 s | 1 s | 16 s | 19 s | dead 34 s |"
+    assert rows[3] == "| b16 | 18.0 s | 0.0 s | 12 s | n/a | n/a | ready 52 s |"
+
+
 def test_import_cost_times_each_run_and_names_a_failed_import(capsys):
     """``benchmarks/import_cost.py``: a row per run (alone, again, N at once), with bytecode and source only;
     a module that does not import reads ``failed``, never a time."""
