@@ -553,26 +553,27 @@ class ServerProcess:
             self.niceness = niceness
 
     def release(self, argv: list[str]) -> bool:
-        """Give a standing-by child its argv (``[python, "-m", module, *args]``, as :meth:`start` would run it);
-        the server starts from there (:attr:`started_at` is now, :attr:`standby_s` the time it stood by).
-        ``False`` (nothing done) when the child is gone or stands by for another interpreter or module."""
+        """Give a standing-by child its argv (``[python, "-m", module, *args]``, as :meth:`start` would run it) at
+        :attr:`niceness` (raised before it reads the argv; lowering a priority needs privilege); the server starts
+        from there (:attr:`started_at` is now, :attr:`standby_s` the time it stood by). ``False`` (nothing given)
+        when the child is gone or stands by for another interpreter or module."""
         if self.standing_by is None or list(argv[:3]) != [self.standing_by[0], "-m", self.standing_by[1]]:
             return False
+        if not self.alive():
+            return False
+        if self.niceness:
+            try:
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, os.getpriority(os.PRIO_PROCESS, 0) + self.niceness)
+            except OSError:
+                pass
         try:
             self.proc.stdin.write((json.dumps(list(argv[3:])) + "\n").encode())
             self.proc.stdin.close()
         except (OSError, ValueError):
             return False
-        if not self.alive():
-            return False
         self.argv, self.standing_by = list(argv), None
         self.standby_s = time.time() - self.started_at
         self.started_at = time.time()
-        if self.niceness:  # the priority it would have started with (raised only: lowering needs privilege)
-            try:
-                os.setpriority(os.PRIO_PROCESS, self.proc.pid, os.getpriority(os.PRIO_PROCESS, 0) + self.niceness)
-            except OSError:
-                pass
         return True
 
     def dismiss(self) -> None:
