@@ -195,7 +195,7 @@ class Progress:
     def line(self, now: float | None = None) -> str:
         """``progress: 14210 of 14924 tests done (95 %), 7:52 elapsed; static: 12 of 210 compiled, 198 left;
         running longest: <test id> (0:41)``; before the first static compile starts (they wait behind the cells
-        ahead of them), ``static: 210 compiles queued, none started``."""
+        ahead of them), ``static: 210 compiles queued behind the other cells, none started``."""
         now = time.monotonic() if now is None else now
         total = max(len(self.collected), len(self.finished))
         done = len(self.finished)
@@ -204,7 +204,7 @@ class Progress:
         if static:
             left = len([n for n in static if n not in self.finished])
             if left == len(static) and not any(n in self.running for n in static):
-                out += f"; static: {left} compiles queued, none started"
+                out += f"; static: {left} compiles queued behind the other cells, none started"
             elif left:
                 out += f"; static: {len(static) - left} of {len(static)} compiled, {left} left"
         if self.running:

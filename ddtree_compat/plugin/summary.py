@@ -104,8 +104,9 @@ class Summary:
             terminalreporter.write_line(f"static cells: {self._line(STATIC)}  (tier static, build cache "
                                         f"{sess.static_cache})")
         if self._any(E2E):
-            terminalreporter.write_line(f"e2e cells: {self._line(E2E)}  (real SGLang servers on "
-                                        f"{sess.e2e_arch()}; logs and captures in {sess.e2e_dir})")
+            where = (f"real SGLang servers on {sess.e2e_arch()}; logs and captures in {sess.e2e_dir}" if sess.gpus
+                     else "real SGLang servers: no GPU visible here, so none started")
+            terminalreporter.write_line(f"e2e cells: {self._line(E2E)}  ({where})")
         if counts[("known", "xfail")] or counts[("known", "xpass")]:
             terminalreporter.write_line(f"known issues: {counts[('known', 'xfail')]} failed as expected (xfail), "
                                         f"{counts[('known', 'xpass')]} passed (XPASS: fixed, or, for a non-strict "

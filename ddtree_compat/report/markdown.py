@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..outcomes import WORST_FIRST
 from ..results import Results
 from .summary import (ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, count_header,
                       count_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, parts,
@@ -99,8 +100,9 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
     archs, static = static_rows(s)
     unfit = [(key, cells) for key, cells in static if any(c and c["pass"] != sum(c.values()) for c in cells)]
     if unfit:
+        kinds = ", ".join(k for k in WORST_FIRST if k != "pass" and any(c and c[k] for _, cells in unfit for c in cells))
         lines += _details(f"Static tier: the {len(unfit)} of {len(static)} specializations that did not pass on "
-                          "every arch (AOT compile: resources and SASS)",
+                          f"every arch ({kinds} on some; AOT compile: resources and SASS)",
                           _table(["backend", "kernel", "specialization", *archs],
                                  [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in unfit], max_rows))
     tiles, attention = attention_rows(s)

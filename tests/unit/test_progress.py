@@ -50,7 +50,7 @@ def test_the_progress_line_counts_static_compiles_and_names_the_longest_running_
                                  "(0:41)")
     p.finished.discard(static[0])
     p.running = {}
-    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 3 compiles queued, none started"
+    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 3 compiles queued behind the other cells, none started"
     p.running = {static[0]: 141.0}
     assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 0 of 3 compiled, 3 left"
 
