@@ -52,7 +52,7 @@ def ddtree_check_static(request: pytest.FixtureRequest, ddtree_static_cache: str
             request.applymarker(pytest.mark.xfail(strict=issue.strict, reason=issue.describe()))
         verdict = cell.verdict = run_static(static_cell, ddtree_static_cache)
         if verdict.outcome == "skip":
-            pytest.skip(f"{static_cell.id}: {verdict.message}")
+            pytest.skip(verdict.message)  # the cell is the node id: equal reasons group in -ra
         if verdict.outcome != "pass":
             pytest.fail(f"{verdict.message}\nreplay: pytest {shlex.quote(request.node.nodeid)}", pytrace=False)
         return verdict
