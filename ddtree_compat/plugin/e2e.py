@@ -212,7 +212,7 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
                                                        ddtree_e2e_session.implementation_name(), attention))
         if reason:
             cell.verdict = Verdict("skip", reason)
-            pytest.skip(f"{e2e_cell.id}: {reason}")
+            pytest.skip(reason)  # the cell is the node id: equal reasons group in -ra
         failure = ddtree_e2e_session.attention_failure(e2e_cell.config)
         if failure:
             cell.verdict = Verdict("error", f"asking the installed SGLang for its attention backend failed: {failure}")
