@@ -528,14 +528,14 @@ class ServerProcess:
 
     def start(self) -> "ServerProcess":
         """Start the child (own session and process group; stdout+stderr -> log file)."""
-        return self._spawn(self.argv, subprocess.DEVNULL)
+        return self._spawn(self.argv, subprocess.DEVNULL, self.niceness)
 
-    def _spawn(self, argv: list[str], stdin) -> "ServerProcess":
+    def _spawn(self, argv: list[str], stdin, niceness: int) -> "ServerProcess":
         _install_handlers()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=stdin, start_new_session=True, preexec_fn=_child_setup(self.niceness))
+                                         stdin=stdin, start_new_session=True, preexec_fn=_child_setup(niceness))
         self.started_at = time.time()
         with _LOCK:
             _LIVE[self.proc.pid] = self
@@ -546,11 +546,7 @@ class ServerProcess:
         arguments at :meth:`release`), at this process's priority whatever :attr:`niceness` says (that applies
         from :meth:`release`); ``argv`` may still be empty."""
         self.standing_by = (python, module)
-        niceness, self.niceness = self.niceness, 0
-        try:
-            return self._spawn(standby.command(python, module), subprocess.PIPE)
-        finally:
-            self.niceness = niceness
+        return self._spawn(standby.command(python, module), subprocess.PIPE, 0)
 
     def release(self, argv: list[str]) -> bool:
         """Give a standing-by child its argv (``[python, "-m", module, *args]``, as :meth:`start` would run it) at

@@ -120,7 +120,6 @@ class E2ESession:
         self._driven: set[str] = set()
         self._launch_order: dict[str, int] = {}
         self.standbys: dict[str, ServerProcess] = {}  # config id -> its standby, until launched or dismissed
-        self._stood_by = False
         self._lock = threading.RLock()  # the probe, SGLang's attention choice, the checkpoints: computed once
         self._t0 = time.time() if started is None else started
         self._closing = False
@@ -309,12 +308,9 @@ class E2ESession:
         return 0 if order < PRIORITY else LATER_NICENESS
 
     def _stand_by_now(self) -> None:
-        """In the launcher thread, once, when the plan is known (before the probe): a standby (:mod:`.standby`)
-        for each of the first :data:`PARALLEL` servers of the plan, importing the server module while the probe
-        runs, at normal priority; :meth:`_launch` releases it with its argv and its priority."""
-        if self._stood_by:
-            return
-        self._stood_by = True
+        """In the launcher thread, from :meth:`select` (once, when the plan is known, before the probe): a standby
+        (:mod:`.standby`) for each of the first :data:`PARALLEL` servers of the plan, importing the server module
+        while the probe runs, at normal priority; :meth:`_launch` releases it with its argv and its priority."""
         for cid in self.order[:PARALLEL]:
             self.standbys[cid] = ServerProcess(cid, [], self.env, self.root / "servers" / cid / "server.log",
                                                0).stand_by()

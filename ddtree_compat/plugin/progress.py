@@ -151,7 +151,8 @@ class Progress:
             except pytest.UsageError:
                 return []
         if self.e2e_only:  # the kernel backends' lines would import SGLang's kernels and the implementations
-            return [f"ddtree-compat: e2e cells only ({len(self.collected)}): servers on {sess.e2e_arch()}"]
+            where = f"servers on {sess.e2e_arch()}" if sess.gpus else "no GPU visible, so no server starts"
+            return [f"ddtree-compat: e2e cells only ({len(self.collected)}): {where}"]
         return start_lines(sess)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:

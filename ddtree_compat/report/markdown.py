@@ -100,7 +100,8 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
     archs, static = static_rows(s)
     unfit = [(key, cells) for key, cells in static if any(c and c["pass"] != sum(c.values()) for c in cells)]
     if unfit:
-        kinds = ", ".join(k for k in WORST_FIRST if k != "pass" and any(c and c[k] for _, cells in unfit for c in cells))
+        kinds = ", ".join(k for k in WORST_FIRST
+                          if k != "pass" and any(c and c[k] for _, cells in unfit for c in cells))
         lines += _details(f"Static tier: the {len(unfit)} of {len(static)} specializations that did not pass on "
                           f"every arch ({kinds} on some; AOT compile: resources and SASS)",
                           _table(["backend", "kernel", "specialization", *archs],

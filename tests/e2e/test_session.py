@@ -160,3 +160,19 @@ def test_xdist_workers_serve_the_cells_they_run(pytester, monkeypatch):
         assert [x.get("server") for x in timeline if x["event"] == "launched"] == ["target"]
         assert timeline[-1]["event"] == "closed"
         assert (e2e / worker / "servers" / "target" / "server.log").stat().st_size > 0
+
+
+def test_without_a_gpu_the_summary_says_no_server_started(pytester, monkeypatch):
+    """No GPU visible (``CUDA_VISIBLE_DEVICES=""`` hides any): every e2e cell skips with that reason alone (so
+    ``-ra`` prints it once, counted), and the summary says no server started, naming no log folder."""
+    for name in [n for n in os.environ if n.startswith("DDTREE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    pytester.makepyfile(test_serve=TEST)
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-static=off", "-rs", "-k",
+                                        "target-bs1 or target-c4", "--ddtree-e2e-dir", "e2e")
+    out.assert_outcomes(skipped=2)
+    out.stdout.fnmatch_lines(["ddtree-compat: e2e cells only (2): no GPU visible, so no server starts",
+                              "e2e cells: 0 pass, * 2 skip  (real SGLang servers: no GPU visible here, so none started)",
+                              "SKIPPED [[]2[]] *: no GPU visible (NVML / torch.cuda)*"])
+    assert "logs and captures in" not in out.stdout.str() and not (pytester.path / "e2e").exists()

@@ -219,18 +219,22 @@ def _kv_pool(case: CommitCase, lay: CommitLayout, device: str, index: int) -> tu
     ``(storage, view)``."""
     shape = (lay.pool_slots + case.page_size, case.kv_heads, case.head_dim)  # one spare page, as SGLang keeps
     n = int(np.prod(shape))
-    values = _pool_values(device, case.kv_dtype, index, max(POOL_VALUES, 1 << (n + 2 * KV_BAND - 1).bit_length()))
-    storage = values[:n + 2 * KV_BAND].clone()
+    size = n + 2 * KV_BAND
+    storage = _pool_values(device, case.kv_dtype, index, max(POOL_VALUES, 1 << (size - 1).bit_length()))[:size].clone()
     return storage, storage[KV_BAND:KV_BAND + n].view(shape)
 
 
 @functools.lru_cache(maxsize=16)
 def _pool_values(device: str, kv_dtype: str, index: int, length: int) -> torch.Tensor:
-    """``length`` random values of ``kv_dtype`` for pool ``index``, drawn on ``device`` by that device's generator,
-    seeded by the arguments alone (so a case's pools are the same in every process and run). Drawn once per
-    process (``length`` is :data:`POOL_VALUES`, or a larger power of two): a pool is 0.3-6 M elements, and drawing and converting four of
-    them took most of a CPU ``move_kv`` cell's own time, where a copy takes a fiftieth of it. Every layer's
-    pool differs from every other's; cases of one bucket differ in their layouts."""
+    """1-D ``[length]`` random values for pool ``index`` in ``kv_dtype``'s storage dtype (:data:`KV_DTYPES`;
+    fp16, bf16, fp32: multiples of 2**-13 in [-4, 4) rounded to the dtype, all finite; fp8: uint8 bytes), drawn
+    on ``device`` by that device's generator, seeded by the arguments alone (so a case's pools are the same in
+    every process and run).
+
+    Drawn once per process (``length`` is :data:`POOL_VALUES`, or a larger power of two; at most 16 draws are
+    kept, 32 MiB each at most for fp32): a pool is 0.3-6 M elements, and drawing and converting four of them
+    took most of a CPU ``move_kv`` cell's own time, where a copy takes a fiftieth of it. Every layer's pool
+    differs from every other's; cases of one draw differ in their layouts."""
     gen = torch.Generator(device=device).manual_seed(stable_seed("kv-pool", kv_dtype, index, length))
     bits = torch.randint(-(2 ** 15), 2 ** 15, (length,), dtype=torch.int32, generator=gen, device=device)
     dtype = KV_DTYPES[kv_dtype]
