@@ -6,6 +6,8 @@ specializations over the cases, marked ``static`` plus the arch and family marke
 from __future__ import annotations
 
 import shlex
+import uuid
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -29,6 +31,49 @@ def static_coordinates(cell, nodeid: str) -> dict:
                 shape="")
 
 
+@dataclass
+class StaticRun:
+    """What the static cells of one pytest process share: the test run's claims (every xdist worker of the run
+    sees the same folder, :class:`~ddtree_compat.static.claims.Claims`), the session's cells by group (kernel
+    entry x arch x backend, all specializations), and the groups this process has warmed."""
+
+    claims: object
+    groups: dict
+    warmed: set = field(default_factory=set)
+
+    def first_of_group(self, cell) -> list:
+        """The cell's group, the first time this process asks for it (it then warms it), else ``[]``."""
+        key = group_key(cell)
+        if key in self.warmed:
+            return []
+        self.warmed.add(key)
+        group = self.groups.get(key, [])
+        return group if len(group) > 1 else []
+
+
+STATIC_RUN = pytest.StashKey[StaticRun]()
+
+
+def group_key(cell) -> tuple:
+    return cell.arch, cell.backend, cell.entry
+
+
+def static_run(session: pytest.Session) -> StaticRun:
+    """The session's :class:`StaticRun`, made on first use from the collected items."""
+    config = session.config
+    if STATIC_RUN not in config.stash:
+        from ..static.claims import Claims
+
+        run_id = getattr(config, "workerinput", {}).get("testrunuid") or uuid.uuid4().hex
+        groups: dict = {}
+        for item in session.items:
+            cell = getattr(getattr(item, "callspec", None), "params", {}).get("ddtree_static_cell")
+            if cell is not None and not hasattr(cell.entry, "check"):  # a prebuilt library has nothing to build
+                groups.setdefault(group_key(cell), []).append(cell)
+        config.stash[STATIC_RUN] = StaticRun(Claims.for_run(suite(config).static_cache, run_id), groups)
+    return config.stash[STATIC_RUN]
+
+
 @pytest.fixture
 def ddtree_static_cache(request: pytest.FixtureRequest) -> str:
     """The static tier's build cache directory (``--ddtree-static-cache``)."""
@@ -50,7 +95,9 @@ def ddtree_check_static(request: pytest.FixtureRequest, ddtree_static_cache: str
         cell = request.node.stash[CELL] = Cell(static_coordinates(static_cell, request.node.nodeid), known_issue=issue)
         if issue is not None:  # a binary known not to fit (known_issues.toml): xfail, strict as the entry says
             request.applymarker(pytest.mark.xfail(strict=issue.strict, reason=issue.describe()))
-        verdict = cell.verdict = run_static(static_cell, ddtree_static_cache)
+        run = static_run(request.session)
+        verdict = cell.verdict = run_static(static_cell, ddtree_static_cache, group=run.first_of_group(static_cell),
+                                            claims=run.claims)
         if verdict.outcome == "skip":
             pytest.skip(verdict.message)  # the cell is the node id: equal reasons group in -ra
         if verdict.outcome != "pass":

@@ -40,10 +40,11 @@ from ..arch import STATIC_ARCHES
 from ..families.verify.records import VerifyCase
 from ..outcomes import Verdict
 from .build import Build, BuildError, Spec, Unavailable
+from .claims import Claims, job_key
 from .kernels import CudaJitKernel, FlashInferPrefillKernel, SGLangAttentionKernel, TritonKernel
 from .limits import Usage, limits_for, over_limits
 from .sgl_kernel_libs import SglKernelLibrary
-from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, runs_on
+from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, inspect_batch, runs_on
 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "static"
 COMPILE_TIMEOUT_S = 1200
@@ -124,11 +125,53 @@ def in_worker(cache_dir: str | os.PathLike, func, *args, timeout: float = COMPIL
     return _pool(str(cache_dir)).submit(func, *args).result(timeout=timeout)
 
 
+def build_group(jobs: list[tuple[str, object, tuple]], claims_root: str) -> int:
+    """Worker side of :func:`warm`: build each job of ``jobs`` (``(key, func, args)``) that no process of the
+    run has claimed, then read all their cubins in one batch (:func:`~ddtree_compat.static.sass.inspect_batch`);
+    how many it built. A job that raises is left to its cell, whose own build raises the same again."""
+    claims, taken, binaries = Claims(claims_root), [], []
+    try:
+        for key, func, args in jobs:
+            if not claims.take(key):
+                continue
+            taken.append(key)
+            try:
+                built = func(*args)
+            except Exception:  # noqa: BLE001 - the cell's own build reports it
+                continue
+            if isinstance(built, Build):
+                binaries.append(built.binary)
+        if binaries:
+            inspect_batch(binaries)
+    finally:
+        for key in taken:
+            claims.finish(key)
+    return len(taken)
+
+
+def warm(cells: Iterable[StaticCell], cache_dir: str | os.PathLike, claims: Claims,
+         timeout: float = COMPILE_TIMEOUT_S) -> None:
+    """Build the cells of one group (one kernel entry on one arch, in one backend's column, all its
+    specializations) that no other process of the run has taken, in this process's compile worker, and read
+    their cubins in one batch: disassembly starts once per batch, not once per cubin. Only the caches change
+    (the Triton cache, the cubins' inspection); each cell is then compiled and judged as before, from them.
+    A stuck or dead worker is left to the cells (each then builds on its own)."""
+    cache_dir = str(cache_dir)
+    jobs = [(job_key(func, args), func, args) for func, args in (c.entry.job(c.spec, c.arch, cache_dir) for c in cells)]
+    try:
+        in_worker(cache_dir, build_group, jobs, str(claims.root), timeout=timeout)
+    except (FutureTimeout, BrokenProcessPool):
+        _discard_pool(cache_dir)
+
+
 def build(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
-          timeout: float = COMPILE_TIMEOUT_S) -> Build | Unavailable | BuildError:
-    """Run the cell's compile job in the worker process. A dead or stuck worker is a :class:`BuildError`."""
+          timeout: float = COMPILE_TIMEOUT_S, claims: Claims | None = None) -> Build | Unavailable | BuildError:
+    """Run the cell's compile job in the worker process (after the process that claimed it, if any, is
+    done with it). A dead or stuck worker is a :class:`BuildError`."""
     cache_dir = str(cache_dir)
     func, args = cell.entry.job(cell.spec, cell.arch, cache_dir)
+    if claims is not None:
+        claims.wait(job_key(func, args), timeout)
     try:
         return in_worker(cache_dir, func, *args, timeout=timeout)
     except FutureTimeout:
@@ -178,8 +221,13 @@ def judge(cell: StaticCell, built: Build, cubins: list[Cubin]) -> Verdict:
 
 
 def run_static(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
-               timeout: float = COMPILE_TIMEOUT_S) -> Verdict:
-    """Compile ``cell``, inspect its binary, judge it. Never raises for a kernel or toolchain problem."""
+               timeout: float = COMPILE_TIMEOUT_S, group: Iterable[StaticCell] = (),
+               claims: Claims | None = None) -> Verdict:
+    """Compile ``cell``, inspect its binary, judge it. Never raises for a kernel or toolchain problem.
+
+    With ``claims`` (the run's, :class:`~ddtree_compat.static.claims.Claims`), the build waits for a process
+    of the run that took the same job; with a ``group`` too (the cell's group, on its first cell in this
+    process), the group is warmed first (:func:`warm`) and this cell's time includes it."""
     start = time.perf_counter()
     if hasattr(cell.entry, "check"):  # a prebuilt binary, judged by its entry (sgl_kernel_libs)
         verdict = cell.entry.check(cell.spec, cell.arch)
@@ -189,7 +237,9 @@ def run_static(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
         tool = find_cuobjdump()
     except ToolUnavailable as e:
         return Verdict("skip", str(e))
-    built = build(cell, cache_dir, timeout)
+    if claims is not None and group:
+        warm(group, cache_dir, claims, timeout)
+    built = build(cell, cache_dir, timeout, claims)
     if isinstance(built, Unavailable):
         return Verdict("skip", built.reason, time.perf_counter() - start)
     if isinstance(built, BuildError):

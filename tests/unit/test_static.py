@@ -371,3 +371,130 @@ def test_a_known_issue_turns_a_static_fault_into_an_xfail(pytester, verify_suite
                   "--ddtree-backend=ddtree_compat.families.verify.variants:OversizedSmem", "--ddtree-results=",
                   f"--ddtree-known-issues={manifest}")
     result.assert_outcomes(passed=1, xfailed=1)
+
+
+def _count_tool_calls(monkeypatch) -> Counter:
+    """Counts this process's cuobjdump / nvdisasm runs by kind: ``sass`` (one file disassembled), ``batch``
+    (``nvdisasm --binary``), ``resources`` (``cuobjdump -elf -res-usage``, no disassembly)."""
+    calls, real = Counter(), sass.subprocess.run
+
+    def run(argv, *a, **kw):
+        kind = "sass" if "-sass" in argv else "batch" if "--binary" in argv else "resources" if "-res-usage" in argv else "other"
+        calls[kind] += 1
+        return real(argv, *a, **kw)
+
+    monkeypatch.setattr(sass.subprocess, "run", run)
+    return calls
+
+
+def test_a_batch_reads_each_cubin_as_cuobjdump_reads_it_alone(ddtree_static_cache, tmp_path, monkeypatch):
+    """``inspect_batch``: one ``nvdisasm --binary`` per arch over several cubins gives each file exactly what
+    ``inspect`` parses from ``cuobjdump -sass`` of that file alone: resources, reserved shared memory and every
+    opcode count (sm90's wgmma kernel, sm100's tcgen05 one, two kernels on sm120)."""
+    cells = [_planted("sm90"), _planted("sm100"), _planted("sm120"),
+             StaticCell("sm120", "sglang-triton", SGLANG_FILL_ACCEPT_TRITON, Spec("n16", (("size_upper", 16),)))]
+    copies = []
+    for k, cell in enumerate(cells):
+        built = build(cell, ddtree_static_cache)
+        if not isinstance(built, Build):
+            pytest.skip(f"cannot compile here: {built}")
+        copies.append(tmp_path / f"{k}.cubin")
+        copies[-1].write_bytes(open(built.binary, "rb").read())
+    try:
+        alone = [sass._to_json(sass.inspect(p)) for p in copies]
+    except sass.ToolUnavailable as e:
+        pytest.skip(str(e))
+    calls = _count_tool_calls(monkeypatch)
+    assert sass.inspect_batch([*copies, tmp_path / "x.o"]) == len(copies)
+    assert calls == Counter(resources=len(copies), batch=3), calls  # sm90, sm100, sm120: one start each
+    tool = sass.find_cuobjdump()
+    assert [sass._memo(p, tool).read_text() for p in copies] == alone
+    assert json.loads(alone[0])[0]["functions"][0]["opcodes"]["HGMMA"] > 0
+    calls.clear()
+    assert sass.inspect_batch(copies) == 0 and not calls  # cached files are not read again
+    assert [sass._to_json(sass.inspect(p, cache=True)) for p in copies] == alone and not calls
+
+
+def test_a_batch_that_cannot_be_read_writes_nothing(ddtree_static_cache, tmp_path):
+    """A cubin whose code sections do not match its functions (here cut short) is left to ``inspect``."""
+    built = build(_planted("sm120"), ddtree_static_cache)
+    if not isinstance(built, Build):
+        pytest.skip(f"cannot compile here: {built}")
+    data = open(built.binary, "rb").read()
+    (tmp_path / "cut.cubin").write_bytes(data[: len(data) // 2])
+    try:
+        assert sass.inspect_batch([tmp_path / "cut.cubin"]) == 0
+    except sass.ToolUnavailable as e:
+        pytest.skip(str(e))
+    assert not list(tmp_path.glob("*.json"))
+
+
+def test_claims_give_a_job_to_one_process_and_make_others_wait_for_it(tmp_path):
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from ddtree_compat.static.claims import Claims
+
+    claims = Claims.for_run(tmp_path, "run-1")
+    assert claims.take("a") and not claims.take("a")
+    threading.Timer(0.3, claims.finish, ["a"]).start()
+    start = time.monotonic()
+    claims.wait("a", timeout=10)
+    assert 0.25 < time.monotonic() - start < 5  # claimed by a live process (this one): waits for its .done
+    start = time.monotonic()
+    claims.wait("never-claimed", timeout=10)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (claims.root / "b.claim").write_text(gone.stdout.strip())
+    claims.wait("b", timeout=10)  # its claimant is gone: the caller builds it
+    assert time.monotonic() - start < 1
+    claims.wait("a", timeout=10)  # done
+    assert Claims.for_run(tmp_path, "run-2").root != claims.root
+
+
+def test_a_warmed_group_gives_the_verdicts_of_cells_built_alone(tmp_path, monkeypatch):
+    """Cells of one group (fill_accept's specializations on sm90 and sm120, and the planted kernel, which must
+    stay out of resources on sm120) judged after ``warm``: the same verdicts as on a fresh cache without it, and
+    their cubins are not disassembled again here (the warm's batch cached them)."""
+    from ddtree_compat.static.claims import Claims
+    from ddtree_compat.static.runner import shutdown_pools
+
+    specs = [Spec(f"n{n}", (("size_upper", n),)) for n in (16, 32, 64)]
+    groups = [[StaticCell(a, "sglang-triton", SGLANG_FILL_ACCEPT_TRITON, s) for s in specs] for a in ("sm90", "sm120")]
+    groups.append([_planted("sm120")])
+    try:
+        alone = [[run_static(c, tmp_path / "alone") for c in g] for g in groups]
+        if any(v.outcome == "skip" for g in alone for v in g):
+            pytest.skip(next(v.message for g in alone for v in g if v.outcome == "skip"))
+        claims = Claims.for_run(tmp_path / "warm", "run")
+        calls = _count_tool_calls(monkeypatch)
+        warmed = [[run_static(c, tmp_path / "warm", group=g if k == 0 else (), claims=claims) for k, c in enumerate(g)]
+                  for g in groups]
+    finally:
+        shutdown_pools()
+    assert [[(v.outcome, v.fault_class, v.message) for v in g] for g in warmed] == \
+        [[(v.outcome, v.fault_class, v.message) for v in g] for g in alone]
+    assert warmed[2][0].fault_class == "out-of-resources"
+    assert calls["sass"] == 0, calls
+    assert len(list(claims.root.glob("*.done"))) == 7
+
+
+def test_a_process_warms_each_group_once_and_never_a_group_of_one(tmp_path):
+    from ddtree_compat.plugin.static import StaticRun, group_key
+    from ddtree_compat.static.claims import Claims
+
+    cases = [make_case(8, "spine", "deep", 3), make_case(12, "spine", "deep", 1)]
+
+    class Backend:
+        name, implements = "b", (KernelImpl("verify_tree_greedy", "triton", static=(SGLANG_VERIFY_TRITON, SGLANG_FRONT_OUT_TRITON)),)
+
+    cells = static_cells([Backend()], cases, ("sm120", "sm90"))
+    groups: dict = {}
+    for c in cells:
+        groups.setdefault(group_key(c), []).append(c)
+    run = StaticRun(Claims.for_run(tmp_path, "r"), groups)
+    verify = [c for c in cells if c.entry is SGLANG_VERIFY_TRITON]
+    assert run.first_of_group(verify[1]) == verify[:2]  # sm120's two specializations
+    assert run.first_of_group(verify[0]) == [] and run.first_of_group(verify[2]) == verify[2:]
+    assert all(run.first_of_group(c) == [] for c in cells if c.entry is SGLANG_FRONT_OUT_TRITON)  # one spec an arch
