@@ -455,8 +455,9 @@ def test_claims_give_a_job_to_one_process_and_make_others_wait_for_it(tmp_path):
 
 def test_a_warmed_group_gives_the_verdicts_of_cells_built_alone(tmp_path, monkeypatch):
     """Cells of one group (fill_accept's specializations on sm90 and sm120, and the planted kernel, which must
-    stay out of resources on sm120) judged after ``warm``: the same verdicts as on a fresh cache without it, and
-    their cubins are not disassembled again here (the warm's batch cached them)."""
+    stay out of resources on sm120) judged after ``warm``: the same verdicts as built alone, and their cubins are
+    not disassembled again here (the warm's batch cached them). One cache (one compile worker): the inspections
+    cached by the cells built alone are removed before the warm."""
     from ddtree_compat.static.claims import Claims
     from ddtree_compat.static.runner import shutdown_pools
 
@@ -464,12 +465,16 @@ def test_a_warmed_group_gives_the_verdicts_of_cells_built_alone(tmp_path, monkey
     groups = [[StaticCell(a, "sglang-triton", SGLANG_FILL_ACCEPT_TRITON, s) for s in specs] for a in ("sm90", "sm120")]
     groups.append([_planted("sm120")])
     try:
-        alone = [[run_static(c, tmp_path / "alone") for c in g] for g in groups]
+        alone = [[run_static(c, tmp_path) for c in g] for g in groups]
         if any(v.outcome == "skip" for g in alone for v in g):
             pytest.skip(next(v.message for g in alone for v in g if v.outcome == "skip"))
-        claims = Claims.for_run(tmp_path / "warm", "run")
+        memos = list((tmp_path / "cubins").glob("*.json"))
+        assert len(memos) == 7
+        for memo in memos:
+            memo.unlink()
+        claims = Claims.for_run(tmp_path, "run")
         calls = _count_tool_calls(monkeypatch)
-        warmed = [[run_static(c, tmp_path / "warm", group=g if k == 0 else (), claims=claims) for k, c in enumerate(g)]
+        warmed = [[run_static(c, tmp_path, group=g if k == 0 else (), claims=claims) for k, c in enumerate(g)]
                   for g in groups]
     finally:
         shutdown_pools()
