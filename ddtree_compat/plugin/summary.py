@@ -112,8 +112,11 @@ class Summary:
                                         f"{counts[('known', 'xpass')]} passed (XPASS: fixed, or, for a non-strict "
                                         f"entry, a draw the issue does not hit; see {sess.known.path})")
         if sess.writer is not None:
-            terminalreporter.write_line(f"results: {sess.writer.path}  ->  python -m ddtree_compat report "
-                                        f"{sess.writer.path}")
+            ran = sum(n for (group, outcome), n in counts.items()
+                      if group in ("grid", STATIC, E2E) and outcome != "skip")
+            terminalreporter.write_line(
+                f"results: {sess.writer.path}  ->  python -m ddtree_compat report {sess.writer.path}" if ran else
+                f"results: {sess.writer.path} (every cell of this session skipped, for the reasons above)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -62,7 +62,8 @@ def library_for(arch: str) -> Path | Unavailable:
     spec = importlib.util.find_spec("sgl_kernel")  # locating only: importing sgl_kernel loads a library
     if spec is None or not spec.submodule_search_locations:
         return Unavailable(f"sgl-kernel is not installed (a GPU host's SGLang install has it; on a CPU box: "
-                           f"pip install --no-deps {_pinned_wheel()}, about 400 MB)")
+                           f"pip install --no-deps {_pinned_wheel()}, about 400 MB: the package sgl_kernel is "
+                           f"published as sglang-kernel)")
     package = Path(list(spec.submodule_search_locations)[0])
     loader_file = package / "load_utils.py"
     if not loader_file.is_file():

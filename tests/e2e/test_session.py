@@ -164,15 +164,18 @@ def test_xdist_workers_serve_the_cells_they_run(pytester, monkeypatch):
 
 def test_without_a_gpu_the_summary_says_no_server_started(pytester, monkeypatch):
     """No GPU visible (``CUDA_VISIBLE_DEVICES=""`` hides any): every e2e cell skips with that reason alone (so
-    ``-ra`` prints it once, counted), and the summary says no server started, naming no log folder."""
+    ``-ra`` prints it once, counted), and the summary says no server started, naming no log folder, and offers
+    no report of a results file whose cells all skipped."""
     for name in [n for n in os.environ if n.startswith("DDTREE_")]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     pytester.makepyfile(test_serve=TEST)
     out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-static=off", "-rs", "-k",
-                                        "target-bs1 or target-c4", "--ddtree-e2e-dir", "e2e")
+                                        "target-bs1 or target-c4", "--ddtree-e2e-dir", "e2e", "--ddtree-results", "r.jsonl")
     out.assert_outcomes(skipped=2)
     out.stdout.fnmatch_lines(["ddtree-compat: e2e cells only (2): no GPU visible, so no server starts",
                               "e2e cells: 0 pass, * 2 skip  (real SGLang servers: no GPU visible here, so none started)",
+                              "results: r.jsonl (every cell of this session skipped, for the reasons above)",
                               "SKIPPED [[]2[]] *: no GPU visible (NVML / torch.cuda)*"])
+    assert "ddtree_compat report" not in out.stdout.str()
     assert "logs and captures in" not in out.stdout.str() and not (pytester.path / "e2e").exists()

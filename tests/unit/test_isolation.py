@@ -72,7 +72,8 @@ def test_mixed_cpu_sweep_attributes_every_fault(pytester):
     result, by_backend, n = mixed_sweep(pytester, CPU_FAULTS, "interpret", timeout=8, cases=1)
     check_attribution(result, by_backend, CPU_FAULTS, n)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*cells: 1 pass, 0 wrong, 0 zero-accept, 4 fault, 0 skip*"])
+    result.stdout.fnmatch_lines(["*cells: 1 pass, 0 wrong, 0 zero-accept, 4 fault, 0 skip*",
+                                 "results: r.jsonl  ->  python -m ddtree_compat report r.jsonl"])
 
 
 def test_mixed_gpu_sweep_attributes_every_injected_fault(pytester):
