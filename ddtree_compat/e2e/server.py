@@ -43,6 +43,7 @@ from . import checkpoints as ck
 from . import standby
 from .configs import DDTREE, ServerConfig
 from ..identity import identify
+from ..processes import pid_alive
 
 SERVER_MODULE = os.environ.get("DDTREE_E2E_SERVER_MODULE", "sglang.launch_server")
 """The module run as the server (``python -m SERVER_MODULE``). Another module is a stand-in (the CPU tests'
@@ -749,7 +750,7 @@ class ServerProcess:
                     break
             except subprocess.TimeoutExpired:
                 continue
-        leftover = [p for p in self.descendants if _pid_alive(p)]
+        leftover = [p for p in self.descendants if pid_alive(p)]
         for p in leftover:
             try:
                 os.kill(p, signal.SIGKILL)
@@ -758,21 +759,7 @@ class ServerProcess:
         with _LOCK:
             _LIVE.pop(self.proc.pid, None)
         time.sleep(0.2 if leftover else 0)
-        return [p for p in leftover if _pid_alive(p)]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+        return [p for p in leftover if pid_alive(p)]
 
 
 def _group_alive(pgid: int) -> bool:
@@ -782,7 +769,7 @@ def _group_alive(pgid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return any(_pid_alive(int(p)) for p in os.listdir("/proc") if p.isdigit() and _pgid_of(int(p)) == pgid)
+    return any(pid_alive(int(p)) for p in os.listdir("/proc") if p.isdigit() and _pgid_of(int(p)) == pgid)
 
 
 def _pgid_of(pid: int) -> int | None:

@@ -17,22 +17,14 @@ import shutil
 import time
 from pathlib import Path
 
+from ..processes import pid_alive
+
 STALE_S = 24 * 3600  # other runs' folders older than this are removed when a run starts its own
 
 
 def job_key(func, args: tuple) -> str:
     """A compile job's name: its function and its (deterministic, ``repr``-able) arguments, hashed."""
     return hashlib.sha256(f"{func.__module__}.{func.__qualname__}{args!r}".encode()).hexdigest()[:24]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Claims:
@@ -77,6 +69,6 @@ class Claims:
                 pid = int(claim.read_text() or 0)
             except (OSError, ValueError):
                 pid = 0
-            if pid and not _alive(pid):
+            if pid and not pid_alive(pid):
                 return
             time.sleep(poll_s)

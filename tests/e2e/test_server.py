@@ -19,13 +19,14 @@ from ddtree_compat.e2e.drafts import write_draft
 from ddtree_compat.e2e import server as srv
 from ddtree_compat.e2e.configs import DDTREE, plan
 from ddtree_compat.e2e.server import Capabilities, ServerProcess, ServerStartError
+from ddtree_compat.processes import pid_alive
 
 FAKE = Path(__file__).with_name("fake_server.py")
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def alive(pid: int) -> bool:
-    return srv._pid_alive(pid)
+    return pid_alive(pid)
 
 
 def wait_for(path: Path, seconds: float = 20.0) -> str:
