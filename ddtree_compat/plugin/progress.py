@@ -35,11 +35,17 @@ def _names(kernels: list[str], limit: int = 3) -> str:
 
 
 def _short(reason: str) -> str:
-    """``reason``, or its words that fit in :data:`REASON_CHARS` and `` ...`` (never a word cut in two)."""
+    """``reason``, or its words that fit in :data:`REASON_CHARS` and `` ...`` (never a word cut in two), with the
+    parentheses the cut left open closed after it."""
     if len(reason) <= REASON_CHARS:
         return reason
     head = reason[:REASON_CHARS - 3]
-    return (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(" ,;:(") + " ..."
+    while True:
+        cut = (head.rsplit(" ", 1)[0] if " " in head else head).rstrip(" ,;:(")
+        closing = ")" * max(0, cut.count("(") - cut.count(")"))
+        if len(cut) + 4 + len(closing) <= REASON_CHARS or " " not in cut:
+            return cut + " ..." + closing
+        head = cut
 
 
 def backend_line(backend, target) -> str:

@@ -116,7 +116,7 @@ class Summary:
                       if group in ("grid", STATIC, E2E) and outcome != "skip")
             terminalreporter.write_line(
                 f"results: {sess.writer.path}  ->  python -m ddtree_compat report {sess.writer.path}" if ran else
-                f"results: {sess.writer.path} (every cell of this session skipped, for the reasons above)")
+                f"results: {sess.writer.path} (every cell of this session skipped: pytest lists why)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

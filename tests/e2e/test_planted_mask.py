@@ -33,8 +33,9 @@ def test_the_ddtree_tree_gets_patched(tmp_path):
     found = [describe(p) for p in paths_from_env() if "rancy-ddtree-v2" in p]
     tree = next((i.package.parent for i in found if i is not None and (i.package.parent / utils).exists()), None)
     if tree is None:
-        pytest.skip(f"no rancy-ddtree-v2 tree among {ENV} (CI unpacks ../shared/ddtree-impls into .ddtree/impls "
-                    "and points it there: scripts/unpack-ddtree-impls.sh)")
+        pytest.skip(f"no rancy-ddtree-v2 tree among {ENV}: a checkout of github.com/Rancy-Wang/sglang, branch "
+                    f"ddtree-v2, commit 433c58ed (set {ENV}=/path/to/it; CI unpacks its copy with "
+                    "scripts/unpack-ddtree-impls.sh)")
     pkg = tmp_path / "sglang" / "srt" / "speculative"
     pkg.mkdir(parents=True)
     for d in (tmp_path / "sglang", tmp_path / "sglang/srt", pkg):

@@ -80,6 +80,18 @@ def test_a_long_reason_is_cut_between_words():
     assert reason[:-4].split()[-1] in {"a", "CUDA", "move", "with", "very", "long", "description"}
 
 
+def test_a_cut_reason_closes_the_parentheses_it_leaves_open():
+    class One:
+        name = "one"
+        from ddtree_compat.backends import KernelImpl
+
+        implements = (KernelImpl("move_kv", "cuda", what="a CUDA move (" + "with a very long description " * 4),)
+
+    reason = backend_line(One(), Target("interpret", "cpu")).split("skips move_kv: ", 1)[1]
+    assert reason.endswith(" ...)") and len(reason) <= REASON_CHARS, reason
+    assert reason.count("(") == reason.count(")"), reason
+
+
 def test_under_xdist_the_controller_writes_the_lines_a_worker_sent_and_resolves_no_backend(pytestconfig, monkeypatch):
     """The first worker sends the start lines with its first cell's report; the controller writes them as sent and
     never imports a backend for them (that import held the controller while every worker waited on it)."""
