@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,6 +17,9 @@ from ..tiers import STATIC
 from .cells import CELL, Cell
 from .markers import arch_marks
 from .session import suite
+
+if TYPE_CHECKING:
+    from ..static.claims import Claims
 
 
 def static_params(sess) -> list:
@@ -37,7 +41,7 @@ class StaticRun:
     sees the same folder, :class:`~ddtree_compat.static.claims.Claims`), the session's cells by group (kernel
     entry x arch x backend, all specializations), and the groups this process has warmed."""
 
-    claims: object
+    claims: Claims
     groups: dict
     warmed: set = field(default_factory=set)
 
