@@ -61,7 +61,8 @@ class Claims:
         (self.root / f"{key}.done").touch()
 
     def wait(self, key: str, timeout: float, poll_s: float = 0.02) -> None:
-        """Return once ``key`` is done, not claimed, claimed by a process that is gone, or ``timeout`` passed."""
+        """Return once ``key`` is done, not claimed, claimed by a process that is gone, or ``timeout`` seconds
+        passed (polling every ``poll_s`` seconds). Never raises: the caller then builds the job itself."""
         claim, done = self.root / f"{key}.claim", self.root / f"{key}.done"
         deadline = time.monotonic() + timeout
         while claim.exists() and not done.exists() and time.monotonic() < deadline:

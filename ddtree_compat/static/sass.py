@@ -25,6 +25,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterable
 
 from ..arch import ARCHES, parse_arch
 
@@ -46,6 +47,12 @@ class Tool:
     @property
     def label(self) -> str:
         return f"cuobjdump {self.version[0]}.{self.version[1]} ({self.cuobjdump})"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """This process's environment with the tool's folder first on ``PATH`` (cuobjdump runs the nvdisasm
+        beside it)."""
+        return {**os.environ, "PATH": os.path.dirname(self.cuobjdump) + os.pathsep + os.environ.get("PATH", "")}
 
 
 def _candidates() -> list[str]:
@@ -225,9 +232,8 @@ def inspect(path: str | os.PathLike, tool: Tool | None = None, timeout: float = 
     memo = _memo(path, tool)
     if cache and memo.is_file():
         return _from_json(memo.read_text())
-    env = {**os.environ, "PATH": os.path.dirname(tool.cuobjdump) + os.pathsep + os.environ.get("PATH", "")}
     r = subprocess.run([tool.cuobjdump, "-elf", "-res-usage", "-sass", str(path)], capture_output=True, text=True,
-                       env=env, timeout=timeout)
+                       env=tool.env, timeout=timeout)
     err = r.stderr.strip()
     m = re.search(r"Cannot decode architecture '(\w+)'", err)
     if m:
@@ -258,17 +264,25 @@ class _Pending:
     texts: dict[str, tuple[int, int]]
 
 
-def _resources(path: str, tool: Tool, env: dict, timeout: float) -> _Pending | None:
+def _run(argv: list[str], tool: Tool, timeout: float) -> str | None:
+    """``argv``'s standard output, or ``None`` where it did not run to a zero exit (in time)."""
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, env=tool.env, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def _resources(path: str, tool: Tool, timeout: float) -> _Pending | None:
     """``cuobjdump -elf -res-usage`` of a raw cubin (no SASS: no nvdisasm start): its arch from the ELF header,
     its functions' resources, its reserved shared memory and its code sections. ``None`` where that cannot be
     read whole (the single-file path then decides)."""
-    r = subprocess.run([tool.cuobjdump, "-elf", "-res-usage", path], capture_output=True, text=True, env=env,
-                       timeout=timeout)
-    if r.returncode != 0:
+    out = _run([tool.cuobjdump, "-elf", "-res-usage", path], tool, timeout)
+    if out is None:
         return None
-    cubins = parse(r.stdout)
-    m = _ELF_ARCH.search(r.stdout)
-    texts = {s.group(3): (int(s.group(1), 16), int(s.group(2), 16)) for s in map(_SECTION.match, r.stdout.splitlines())
+    cubins = parse(out)
+    m = _ELF_ARCH.search(out)
+    texts = {s.group(3): (int(s.group(1), 16), int(s.group(2), 16)) for s in map(_SECTION.match, out.splitlines())
              if s}
     if m is None or len(cubins) != 1 or set(texts) != set(cubins[0].functions):
         return None
@@ -276,7 +290,7 @@ def _resources(path: str, tool: Tool, env: dict, timeout: float) -> _Pending | N
     return _Pending(path, cubins[0], texts)
 
 
-def _disassemble(arch: str, pending: list[_Pending], tool: Tool, env: dict, timeout: float) -> bool:
+def _disassemble(arch: str, pending: list[_Pending], tool: Tool, timeout: float) -> bool:
     """One ``nvdisasm --binary SMxy`` over the code of every function of ``pending`` (all of ``arch``),
     laid end to end; each function's opcodes counted from its address range. False where nvdisasm fails."""
     blob, spans = bytearray(), []
@@ -291,14 +305,14 @@ def _disassemble(arch: str, pending: list[_Pending], tool: Tool, env: dict, time
     raw = Path(pending[0].path).with_suffix(f".{os.getpid()}.{arch}.text")
     raw.write_bytes(blob)
     try:
-        r = subprocess.run([nvdisasm if os.path.isfile(nvdisasm) else "nvdisasm", "--binary", "SM" + arch[3:],
-                            "-novliw", str(raw)], capture_output=True, text=True, env=env, timeout=timeout)
+        out = _run([nvdisasm if os.path.isfile(nvdisasm) else "nvdisasm", "--binary", "SM" + arch[3:], "-novliw",
+                    str(raw)], tool, timeout)
     finally:
         raw.unlink(missing_ok=True)
-    if r.returncode != 0:
+    if out is None:
         return False
     k = 0
-    for line in r.stdout.splitlines():
+    for line in out.splitlines():
         m = _INSN.match(line)
         if m is None:
             continue
@@ -311,8 +325,8 @@ def _disassemble(arch: str, pending: list[_Pending], tool: Tool, env: dict, time
     return True
 
 
-def inspect_batch(paths, tool: Tool | None = None, timeout: float = 300) -> int:
-    """Fill :func:`inspect`'s cache for many Triton ``.cubin`` files at once; how many it filled.
+def inspect_batch(paths: Iterable[str | os.PathLike], tool: Tool | None = None, timeout: float = 300) -> int:
+    """Fill :func:`inspect`'s cache for many Triton ``.cubin`` files at once; how many files it filled.
 
     Disassembly costs a fixed ~0.15 s per nvdisasm start, about all of a small kernel's inspection. Here each
     cubin's resources come from ``cuobjdump -elf -res-usage`` (no disassembly), and the code of all the
@@ -320,20 +334,24 @@ def inspect_batch(paths, tool: Tool | None = None, timeout: float = 300) -> int:
     laid end to end; each function's opcodes are counted in its own address range. The cached result is
     what :func:`inspect` would have parsed from ``cuobjdump -elf -res-usage -sass`` of the file (the unit
     tests compare the two). Files already cached, files that are not raw cubins, and any arch whose batch
-    fails are left to :func:`inspect` (nothing is written for them): this only ever saves time.
+    fails (a tool that exits non-zero or outlasts ``timeout`` seconds, an address outside every function) are
+    left to :func:`inspect`: nothing is written for them. It never raises for those, nor for a missing tool
+    (it then fills nothing): it only ever saves time.
     """
-    tool = tool or find_cuobjdump()
-    env = {**os.environ, "PATH": os.path.dirname(tool.cuobjdump) + os.pathsep + os.environ.get("PATH", "")}
+    try:
+        tool = tool or find_cuobjdump()
+    except ToolUnavailable:
+        return 0
     by_arch: dict[str, list[_Pending]] = {}
     for path in dict.fromkeys(str(p) for p in paths):
         if not path.endswith(".cubin") or _memo(path, tool).is_file():
             continue
-        pending = _resources(path, tool, env, timeout)
+        pending = _resources(path, tool, timeout)
         if pending is not None:
             by_arch.setdefault(pending.cubin.arch, []).append(pending)
     filled = 0
     for arch, pending in by_arch.items():
-        if not _disassemble(arch, pending, tool, env, timeout):
+        if not _disassemble(arch, pending, tool, timeout):
             continue
         for p in pending:
             _write_memo(_memo(p.path, tool), [p.cubin])

@@ -415,18 +415,40 @@ def test_a_batch_reads_each_cubin_as_cuobjdump_reads_it_alone(ddtree_static_cach
     assert [sass._to_json(sass.inspect(p, cache=True)) for p in copies] == alone and not calls
 
 
-def test_a_batch_that_cannot_be_read_writes_nothing(ddtree_static_cache, tmp_path):
-    """A cubin whose code sections do not match its functions (here cut short) is left to ``inspect``."""
+def test_a_batch_that_cannot_be_read_writes_nothing_and_raises_nothing(ddtree_static_cache, tmp_path, monkeypatch):
+    """Left to ``inspect``, with nothing written: a cubin whose code sections do not match its functions (here cut
+    short); an nvdisasm that outlasts its timeout; one that exits non-zero. None of them raises."""
+    import subprocess
+
     built = build(_planted("sm120"), ddtree_static_cache)
     if not isinstance(built, Build):
         pytest.skip(f"cannot compile here: {built}")
-    data = open(built.binary, "rb").read()
-    (tmp_path / "cut.cubin").write_bytes(data[: len(data) // 2])
     try:
-        assert sass.inspect_batch([tmp_path / "cut.cubin"]) == 0
+        sass.find_cuobjdump()
     except sass.ToolUnavailable as e:
         pytest.skip(str(e))
+    data = open(built.binary, "rb").read()
+    (tmp_path / "cut.cubin").write_bytes(data[: len(data) // 2])
+    (tmp_path / "whole.cubin").write_bytes(data)
+    assert sass.inspect_batch([tmp_path / "cut.cubin"]) == 0
+    real = sass.subprocess.run
+
+    def slow(argv, *a, **kw):
+        if "--binary" in argv:
+            raise subprocess.TimeoutExpired(argv, kw.get("timeout"))
+        return real(argv, *a, **kw)
+
+    monkeypatch.setattr(sass.subprocess, "run", slow)
+    assert sass.inspect_batch([tmp_path / "whole.cubin"]) == 0
+
+    def failing(argv, *a, **kw):
+        return real([*argv[:-1], str(tmp_path / "no-such-file")], *a, **kw) if "--binary" in argv else real(argv, *a, **kw)
+
+    monkeypatch.setattr(sass.subprocess, "run", failing)
+    assert sass.inspect_batch([tmp_path / "whole.cubin"]) == 0
     assert not list(tmp_path.glob("*.json"))
+    monkeypatch.undo()
+    assert sass.inspect_batch([tmp_path / "whole.cubin"]) == 1  # the same file, read whole once nvdisasm runs
 
 
 def test_claims_give_a_job_to_one_process_and_make_others_wait_for_it(tmp_path):
