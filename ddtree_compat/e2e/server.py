@@ -43,7 +43,7 @@ from . import checkpoints as ck
 from . import standby
 from .configs import DDTREE, ServerConfig
 from ..identity import identify
-from ..processes import pid_alive
+from ..processes import group_alive, pid_alive
 
 SERVER_MODULE = os.environ.get("DDTREE_E2E_SERVER_MODULE", "sglang.launch_server")
 """The module run as the server (``python -m SERVER_MODULE``). Another module is a stand-in (the CPU tests'
@@ -746,7 +746,7 @@ class ServerProcess:
                 pass
             try:
                 self.proc.wait(timeout=wait)
-                if not _group_alive(pgid):
+                if not group_alive(pgid):
                     break
             except subprocess.TimeoutExpired:
                 continue
@@ -760,20 +760,3 @@ class ServerProcess:
             _LIVE.pop(self.proc.pid, None)
         time.sleep(0.2 if leftover else 0)
         return [p for p in leftover if pid_alive(p)]
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return any(pid_alive(int(p)) for p in os.listdir("/proc") if p.isdigit() and _pgid_of(int(p)) == pgid)
-
-
-def _pgid_of(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return None
