@@ -10,13 +10,17 @@
 #     "dependency conflicts" report about them is expected; it goes to the log, and only conflicts of other
 #     packages are shown.
 # Override the SGLang version with SGLANG_VERSION=... (the upgrade gate's candidate), the interpreter with PYTHON=.
-# pip's full output: $SETUP_LOG (default ${TMPDIR:-/tmp}/ddtree-compat-setup.log).
+# pip's full output: $SETUP_LOG (default: a new ${TMPDIR:-/tmp}/ddtree-compat-setup.XXXXXX per run, named in the
+# last line, so two set-ups at once never write one log).
+# The editable install points ddtree-compat at this checkout: in an interpreter where another checkout was
+# installed, that one is replaced (the last line names the checkout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
-LOG=${SETUP_LOG:-${TMPDIR:-/tmp}/ddtree-compat-setup.log}
+LOG=${SETUP_LOG:-$(mktemp "${TMPDIR:-/tmp}/ddtree-compat-setup.XXXXXX")}
 : > "$LOG"
+export DDTREE_SETUP_LOG=$LOG  # for the last line
 
 pip_install() {  # quiet pip; on failure its last lines and the log's path
   if ! "$PY" -m pip install -q --disable-pip-version-check --no-warn-conflicts "$@" >>"$LOG" 2>&1; then
@@ -56,15 +60,17 @@ fi
 import importlib
 for m in ("sglang.kernels.ops.speculative.spec_tree", "ddtree_compat.plugin"):
     importlib.import_module(m)
-import sglang, torch, transformers, triton
+import os
+import ddtree_compat, sglang, torch, transformers, triton
 from importlib.metadata import PackageNotFoundError, version
 try:
     fi = f"flashinfer-python {version('flashinfer-python')}, "
 except PackageNotFoundError:
     fi = "no flashinfer pin in this sglang, "
 print(f"setup ok: sglang {sglang.__version__} (--no-deps: its server pins left out), {fi}torch {torch.__version__}, "
-      f"triton {triton.__version__}, transformers {transformers.__version__}, ddtree-compat editable with its "
-      "pytest plugin")
+      f"triton {triton.__version__}, transformers {transformers.__version__}, ddtree-compat editable from "
+      f"{os.path.dirname(os.path.dirname(ddtree_compat.__file__))} with its pytest plugin; pip's output: "
+      f"{os.environ['DDTREE_SETUP_LOG']}")
 from importlib.util import find_spec
 left = [what for module, what in (("torchvision", "torchvision (SGLang's KV-cache kernel modules import it)"),
                                   ("sgl_kernel", "sglang-kernel (its prebuilt libraries' static cells)"))
