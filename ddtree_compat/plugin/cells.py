@@ -236,6 +236,20 @@ def ddtree_check_run(request: pytest.FixtureRequest):
     return check
 
 
+CELL_PARAMS = frozenset({"ddtree_target", "ddtree_static_cell", "ddtree_e2e_cell"})
+"""The parameters that make a collected test a cell of ours (:mod:`.params` gives them): a grid cell's target, a
+static cell, an e2e cell."""
+
+
+def _params(item: pytest.Item) -> dict:
+    return getattr(getattr(item, "callspec", None), "params", {})
+
+
+def is_cell_item(item: pytest.Item) -> bool:
+    """Whether a collected test is a cell of ours (any tier), not a test of the suite's own."""
+    return not CELL_PARAMS.isdisjoint(_params(item))
+
+
 def is_e2e_item(item: pytest.Item) -> bool:
     """Whether a collected test is an e2e cell (parametrized by ``ddtree_e2e_cell``)."""
-    return "ddtree_e2e_cell" in getattr(getattr(item, "callspec", None), "params", {})
+    return "ddtree_e2e_cell" in _params(item)

@@ -2,9 +2,9 @@
 
 * when the first cell reports, one line per backend: what runs here, what skips and why (from the backends'
   declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found
-  (a session of e2e cells only: one line, the kernel backends are not resolved for it). Under xdist the first
-  worker (``gw0``), which imports SGLang for its own cells anyway, writes them and sends them with its first cell's
-  report: the controller imports no backend (that import held the controller for ~25 s while every worker's
+  (a session whose cells are all e2e cells, the test command's among them: one line, the kernel backends are
+  not resolved for it). Under xdist the first worker (``gw0``), which imports SGLang for its own cells anyway,
+  writes them and sends them with its first cell's report: the controller imports no backend (that import held the controller for ~25 s while every worker's
   reports, and then the workers, waited on it: docs/benchmarks/2026-12-02-session12.md); it writes
   them itself only when no worker sent them by the session's end;
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
@@ -21,7 +21,7 @@ import time
 import pytest
 
 from ..isolation import in_xdist_worker
-from .cells import is_e2e_item
+from .cells import is_cell_item, is_e2e_item
 from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
 REASON_CHARS = 120
@@ -113,7 +113,8 @@ class Progress:
         self.finished: set[str] = set()
         self.running: dict[str, float] = {}
         self.cells_seen = False
-        self.e2e_only = False  # every test collected here is an e2e cell: no kernel backend to speak of
+        self.e2e_only = False  # every cell collected here is an e2e cell: no kernel backend to speak of
+        self.e2e_cells = 0  # how many, when they are
         self.started_lines = False  # the start lines are written (or sent, by a worker)
         self.started = self.last = time.monotonic()
 
@@ -158,12 +159,14 @@ class Progress:
                 return []
         if self.e2e_only:  # the kernel backends' lines would import SGLang's kernels and the implementations
             where = f"servers on {sess.e2e_arch()}" if sess.gpus else "no GPU visible, so no server starts"
-            return [f"ddtree-compat: e2e cells only ({len(self.collected)}): {where}"]
+            return [f"ddtree-compat: e2e cells only ({self.e2e_cells}): {where}"]
         return start_lines(sess)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
-        self.e2e_only = bool(session.items) and all(is_e2e_item(item) for item in session.items)
+        cells = [item for item in session.items if is_cell_item(item)]
+        self.e2e_only = bool(cells) and all(is_e2e_item(item) for item in cells)
+        self.e2e_cells = len(cells) if self.e2e_only else 0
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:

@@ -179,3 +179,19 @@ def test_without_a_gpu_the_summary_says_no_server_started(pytester, monkeypatch)
                               "SKIPPED [[]2[]] *: no GPU visible (NVML / torch.cuda)*"])
     assert "ddtree_compat report" not in out.stdout.str()
     assert "logs and captures in" not in out.stdout.str() and not (pytester.path / "e2e").exists()
+
+
+def test_tests_of_our_own_beside_e2e_cells_get_the_e2e_start_line(pytester, monkeypatch):
+    """The test command's shape: tests of the suite's own (no cell) beside e2e cells that skip without a GPU. The
+    start line is the e2e one, counting the e2e cells only; no kernel backend is named (the controller would import
+    SGLang's kernels and every implementation to say what they run, and none runs)."""
+    for name in [n for n in os.environ if n.startswith("DDTREE_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    pytester.makepyfile(test_serve=TEST, test_own="def test_own():\n    assert 1 + 1 == 2\n")
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--ddtree-static=off", "-k",
+                                        "target-bs1 or target-c4 or test_own", "--ddtree-e2e-dir", "e2e",
+                                        "--ddtree-results", "r.jsonl")
+    out.assert_outcomes(passed=1, skipped=2)
+    out.stdout.fnmatch_lines(["ddtree-compat: e2e cells only (2): no GPU visible, so no server starts"])
+    assert " on interpret: " not in out.stdout.str() and "backend(s)" not in out.stdout.str()
