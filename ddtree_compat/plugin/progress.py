@@ -21,6 +21,7 @@ import time
 import pytest
 
 from ..isolation import in_xdist_worker
+from ..tiers import E2E
 from .cells import is_cell_item, is_e2e_item
 from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
@@ -115,6 +116,7 @@ class Progress:
         self.cells_seen = False
         self.e2e_only = False  # every cell collected here is an e2e cell: no kernel backend to speak of
         self.e2e_cells = 0  # how many, when they are
+        self.cell_tiers: dict[str, str] = {}  # node id -> tier, of the cells reported here (an xdist controller's view)
         self.started_lines = False  # the start lines are written (or sent, by a worker)
         self.started = self.last = time.monotonic()
 
@@ -157,10 +159,21 @@ class Progress:
                 sess = suite(self.config)
             except pytest.UsageError:
                 return []
-        if self.e2e_only:  # the kernel backends' lines would import SGLang's kernels and the implementations
+        e2e_cells = self._e2e_cells()
+        if e2e_cells:  # the kernel backends' lines would import SGLang's kernels and the implementations
             where = f"servers on {sess.e2e_arch()}" if sess.gpus else "no GPU visible, so no server starts"
-            return [f"ddtree-compat: e2e cells only ({self.e2e_cells}): {where}"]
+            return [f"ddtree-compat: e2e cells only ({e2e_cells}): {where}"]
         return start_lines(sess)
+
+    def _e2e_cells(self) -> int:
+        """How many cells this session has when all of them are e2e cells, else 0: from the collection where this
+        process collected (no xdist, or a worker), else from the cells reported (an xdist controller collects
+        nothing; it writes the start lines itself when no worker sent them, the e2e cells all in other workers
+        than ``gw0``)."""
+        if self.e2e_only:
+            return self.e2e_cells
+        tiers = set(self.cell_tiers.values())
+        return len(self.cell_tiers) if tiers == {E2E} else 0
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
@@ -180,6 +193,9 @@ class Progress:
         ours = not self.cells_seen and any(k == "ddtree_outcome" for k, _ in report.user_properties)
         if ours:
             self.cells_seen = True
+        tier = next((v for k, v in report.user_properties if k == "ddtree_tier"), None)
+        if tier is not None:
+            self.cell_tiers[report.nodeid] = tier
         if in_xdist_worker(self.config):
             return
         if not self.started_lines:
