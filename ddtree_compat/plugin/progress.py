@@ -4,9 +4,10 @@
   declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found
   (a session whose cells are all e2e cells, the test command's among them: one line, the kernel backends are
   not resolved for it). Under xdist the first worker (``gw0``), which imports SGLang for its own cells anyway,
-  writes them and sends them with its first cell's report: the controller imports no backend (that import held the controller for ~25 s while every worker's
-  reports, and then the workers, waited on it: docs/benchmarks/2026-12-02-session12.md); it writes
-  them itself only when no worker sent them by the session's end;
+  writes them and sends them with its first cell's report: the controller imports no backend (that import held
+  the controller for ~25 s while every worker's reports, and then the workers, waited on it:
+  docs/benchmarks/2026-12-02-session12.md); it writes them itself only when no worker sent them by the session's
+  end;
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
   the static tier's compiles done and left, and the test running longest (which kernel x arch compiles,
   in a static cell's id: ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``).
@@ -114,6 +115,7 @@ class Progress:
         self.finished: set[str] = set()
         self.running: dict[str, float] = {}
         self.cells_seen = False
+        self.collected_here = False  # this process collected the session's tests (an xdist controller does not)
         self.e2e_only = False  # every cell collected here is an e2e cell: no kernel backend to speak of
         self.e2e_cells = 0  # how many, when they are
         self.cell_tiers: dict[str, str] = {}  # node id -> tier, of the cells reported here (an xdist controller's view)
@@ -170,13 +172,14 @@ class Progress:
         process collected (no xdist, or a worker), else from the cells reported (an xdist controller collects
         nothing; it writes the start lines itself when no worker sent them, the e2e cells all in other workers
         than ``gw0``)."""
-        if self.e2e_only:
+        if self.collected_here:
             return self.e2e_cells
         tiers = set(self.cell_tiers.values())
         return len(self.cell_tiers) if tiers == {E2E} else 0
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected.update(item.nodeid for item in session.items)
+        self.collected_here = bool(session.items)
         cells = [item for item in session.items if is_cell_item(item)]
         self.e2e_only = bool(cells) and all(is_e2e_item(item) for item in cells)
         self.e2e_cells = len(cells) if self.e2e_only else 0

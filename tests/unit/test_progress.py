@@ -116,3 +116,24 @@ def test_under_xdist_the_controller_writes_the_lines_a_worker_sent_and_resolves_
     p.pytest_runtest_logreport(first)
     assert written == ["ddtree-compat: tier device, profile default, 2 backend(s)", "  a line"]
     assert first.user_properties == [("ddtree_outcome", "pass")]  # not left on the test's report (JUnit)
+
+
+def test_an_e2e_only_session_is_told_from_the_collection_where_there_is_one_else_from_the_reports(pytestconfig):
+    """A process that collected the tests decides from its collection, whatever has reported so far: a first e2e
+    cell in a session with kernel cells too does not make it e2e-only. An xdist controller, which collects nothing,
+    decides from the tiers of the cells reported."""
+    class Report:
+        when = "call"
+
+        def __init__(self, nodeid, tier):
+            self.nodeid, self.user_properties = nodeid, [("ddtree_outcome", "skip"), ("ddtree_tier", tier)]
+
+    collected = Progress(pytestconfig)
+    collected.collected_here, collected.e2e_only, collected.e2e_cells = True, False, 0  # kernel cells collected too
+    collected.cell_tiers = {"e/test_serve.py::test_serve[a]": "e2e"}  # only an e2e cell reported so far
+    assert collected._e2e_cells() == 0
+    controller = Progress(pytestconfig)
+    controller.cell_tiers = {f"e/test_serve.py::test_serve[{c}]": "e2e" for c in "ab"}
+    assert controller._e2e_cells() == 2
+    controller.cell_tiers["k/test_verify.py::test_v[a]"] = "interpret"
+    assert controller._e2e_cells() == 0
