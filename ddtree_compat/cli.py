@@ -208,13 +208,16 @@ def _run_with_resume_passes(cmd: list[str], tier: str, passes: int) -> int:
     result line and exits 5 when none is left. Other exits are final: 2 (interrupted), 3 (internal
     error), 4 (usage error). Returns the first pass's pytest exit status.
     """
-    rc = last = subprocess.call(cmd)
+    from .results import REPORT_BY_SWEEP
+
+    env = {**os.environ, REPORT_BY_SWEEP: "1"}  # the sweep writes the report: the summary does not offer it
+    rc = last = subprocess.call(cmd, env=env)
     resume = cmd if "--ddtree-resume" in cmd else [*cmd, "--ddtree-resume"]
     for extra in range(1, passes + 1):
         if last != 1:
             break
         print(f"tier {tier}: resume pass {extra}: running the cells without a result line", flush=True)
-        last = subprocess.call(resume)
+        last = subprocess.call(resume, env=env)
         print(f"tier {tier}: resume pass {extra}: pytest exit {last}", flush=True)
     return rc
 

@@ -37,6 +37,12 @@ from .errors import ResultsFileError
 from .outcomes import OUTCOMES
 
 
+REPORT_BY_SWEEP = "DDTREE_SWEEP_WRITES_REPORT"
+"""Set to ``1`` by ``python -m ddtree_compat sweep`` for the pytest processes it runs: the sweep writes the report
+of their results file once every tier has run, so their summary names the file without offering the ``report``
+command. A pytest command copied from the sweep's ``+`` line, run alone, offers it."""
+
+
 @dataclass
 class ResultRecord:
     """One cell of the matrix.

@@ -3,12 +3,14 @@ to the controller), one line per tier group, known issues, the results file."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 
 import pytest
 
 from ..outcomes import OUTCOMES
+from ..results import REPORT_BY_SWEEP
 from ..tiers import E2E, STATIC
 from .session import active, suite
 
@@ -114,9 +116,13 @@ class Summary:
         if sess.writer is not None:
             ran = sum(n for (group, outcome), n in counts.items()
                       if group in ("grid", STATIC, E2E) and outcome != "skip")
-            terminalreporter.write_line(
-                f"results: {sess.writer.path}  ->  python -m ddtree_compat report {sess.writer.path}" if ran else
-                f"results: {sess.writer.path} (every cell of this session skipped: pytest lists why)")
+            if not ran:
+                line = f"results: {sess.writer.path} (every cell of this session skipped: pytest lists why)"
+            elif os.environ.get(REPORT_BY_SWEEP) == "1":
+                line = f"results: {sess.writer.path} (the sweep writes its report when every tier has run)"
+            else:
+                line = f"results: {sess.writer.path}  ->  python -m ddtree_compat report {sess.writer.path}"
+            terminalreporter.write_line(line)
 
 
 def pytest_configure(config: pytest.Config) -> None:

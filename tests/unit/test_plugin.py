@@ -21,6 +21,20 @@ def test_cells_land_in_results_with_skip_reasons(pytester, verify_suite):
         ("oracle", "pass"), ("sglang-triton", "pass"), ("sglang-cuda", "skip")}
     skip = next(r for r in results if r["outcome"] == "skip")
     assert "device tier only" in skip["message"] and skip["case_id"] == "b8-spine-deep-bs3"
+    result.stdout.fnmatch_lines(["results: out/r.jsonl  ->  python -m ddtree_compat report out/r.jsonl"])
+
+
+def test_under_the_sweep_the_summary_leaves_the_report_to_the_sweep(pytester, verify_suite, monkeypatch):
+    """The sweep (:func:`ddtree_compat.cli._run_with_resume_passes`) sets ``REPORT_BY_SWEEP`` for its pytest
+    processes and writes the report itself once every tier has run: their summary names the results file and
+    offers no ``report`` command."""
+    from ddtree_compat.results import REPORT_BY_SWEEP
+
+    monkeypatch.setenv(REPORT_BY_SWEEP, "1")
+    result = run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-results=r.jsonl")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["results: r.jsonl (the sweep writes its report when every tier has run)"])
+    assert "ddtree_compat report" not in result.stdout.str()
 
 
 def test_zero_accept_fails_with_replay_line_that_replays(pytester, verify_suite):

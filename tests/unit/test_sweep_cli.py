@@ -39,6 +39,18 @@ def test_failures_resume_until_no_cell_is_left(tmp_path, capsys):
     assert "resume pass 1: running the cells without a result line" in out and "resume pass 2: pytest exit 5" in out
 
 
+def test_every_pass_runs_with_the_sweeps_report_variable(tmp_path):
+    """The sweep writes the report itself, so each pytest pass it runs is told (its summary then offers none)."""
+    from ddtree_compat.results import REPORT_BY_SWEEP
+
+    script = tmp_path / "env_probe.py"
+    script.write_text("import os, sys\n"
+                      f"open({str(tmp_path / 'seen.txt')!r}, 'a').write(os.environ.get({REPORT_BY_SWEEP!r}, '-') + '\\n')\n"
+                      "sys.exit(1)\n")
+    assert _run_with_resume_passes([sys.executable, str(script)], "interpret", 1) == 1
+    assert (tmp_path / "seen.txt").read_text().splitlines() == ["1", "1"]  # the first pass and its resume
+
+
 def test_failures_stop_after_the_pass_limit(tmp_path):
     assert _run_with_resume_passes(counting_cmd(tmp_path, [1]), "device", 2) == 1
     assert len(calls(tmp_path)) == 3
