@@ -186,8 +186,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if results.exists():
             report = results.with_suffix(".md")
             picture = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
-            print(f"results: {results}\nreport:  {report} (and .html{', .png' if picture else ''}): written, "
-                  "nothing left to run")
+            print(f"report:  {report} (and .html{', .png' if picture else ''}) of {results}: written, nothing left "
+                  "to run")
     return combine(statuses)
 
 
