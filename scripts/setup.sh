@@ -10,17 +10,17 @@
 #     "dependency conflicts" report about them is expected; it goes to the log, and only conflicts of other
 #     packages are shown.
 # Override the SGLang version with SGLANG_VERSION=... (the upgrade gate's candidate), the interpreter with PYTHON=.
-# pip's full output: $SETUP_LOG (default: a new ${TMPDIR:-/tmp}/ddtree-compat-setup.XXXXXX per run, named in the
-# last line, so two set-ups at once never write one log).
+# pip's full output: $SETUP_LOG (default: a new ${TMPDIR:-/tmp}/ddtree-compat-setup.XXXXXX per run, named in its
+# `setup ok` line, so two set-ups at once never write one log).
 # The editable install points ddtree-compat at this checkout: in an interpreter where another checkout was
-# installed, that one is replaced (the last line names the checkout).
+# installed, that one is replaced (the `setup ok` line names the checkout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 SGLANG_VERSION=${SGLANG_VERSION:-0.5.23}
 LOG=${SETUP_LOG:-$(mktemp "${TMPDIR:-/tmp}/ddtree-compat-setup.XXXXXX")}
 : > "$LOG"
-export DDTREE_SETUP_LOG=$LOG  # for the last line
+export DDTREE_SETUP_LOG=$LOG  # named in the `setup ok` line
 
 pip_install() {  # quiet pip; on failure its last lines and the log's path
   if ! "$PY" -m pip install -q --disable-pip-version-check --no-warn-conflicts "$@" >>"$LOG" 2>&1; then
