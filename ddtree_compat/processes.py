@@ -11,8 +11,8 @@ def _answers(kill, ident: int) -> bool:
         kill(ident, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # it exists, and is another user's
+        pass
     return True
 
 

@@ -241,15 +241,16 @@ CELL_PARAMS = frozenset({"ddtree_target", "ddtree_static_cell", "ddtree_e2e_cell
 static cell, an e2e cell."""
 
 
-def _params(item: pytest.Item) -> dict:
+def item_params(item: pytest.Item) -> dict:
+    """A collected test's parameters by name (``{}`` for a test that is not parametrized)."""
     return getattr(getattr(item, "callspec", None), "params", {})
 
 
 def is_cell_item(item: pytest.Item) -> bool:
     """Whether a collected test is a cell of ours (any tier), not a test of the suite's own."""
-    return not CELL_PARAMS.isdisjoint(_params(item))
+    return not CELL_PARAMS.isdisjoint(item_params(item))
 
 
 def is_e2e_item(item: pytest.Item) -> bool:
     """Whether a collected test is an e2e cell (parametrized by ``ddtree_e2e_cell``)."""
-    return "ddtree_e2e_cell" in _params(item)
+    return "ddtree_e2e_cell" in item_params(item)

@@ -15,7 +15,7 @@ import pytest
 from ..isolation import in_xdist_worker
 from ..outcomes import Verdict
 from ..tiers import E2E
-from .cells import CELL, Cell, is_e2e_item
+from .cells import CELL, Cell, is_e2e_item, item_params
 from .markers import arch_marks
 from .progress import clock
 from .session import active, suite
@@ -114,7 +114,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     sess = active(session.config)
     if sess is None:
         return
-    sess.e2e_selected = [i.callspec.params["ddtree_e2e_cell"] for i in session.items if is_e2e_item(i)]
+    sess.e2e_selected = [item_params(i)["ddtree_e2e_cell"] for i in session.items if is_e2e_item(i)]
     if sess.e2e_selected and not session.config.option.collectonly and not in_xdist_worker(session.config):
         servers = e2e_session(session.config)
         if not servers.host_reason():

@@ -116,8 +116,7 @@ class Progress:
         self.running: dict[str, float] = {}
         self.cells_seen = False
         self.collected_here = False  # this process collected the session's tests (an xdist controller does not)
-        self.e2e_only = False  # every cell collected here is an e2e cell: no kernel backend to speak of
-        self.e2e_cells = 0  # how many, when they are
+        self.e2e_cells = 0  # how many cells were collected here when all are e2e cells (no kernel backend to speak of)
         self.cell_tiers: dict[str, str] = {}  # node id -> tier, of the cells reported here (an xdist controller's view)
         self.started_lines = False  # the start lines are written (or sent, by a worker)
         self.started = self.last = time.monotonic()
@@ -181,8 +180,7 @@ class Progress:
         self.collected.update(item.nodeid for item in session.items)
         self.collected_here = bool(session.items)
         cells = [item for item in session.items if is_cell_item(item)]
-        self.e2e_only = bool(cells) and all(is_e2e_item(item) for item in cells)
-        self.e2e_cells = len(cells) if self.e2e_only else 0
+        self.e2e_cells = len(cells) if all(is_e2e_item(item) for item in cells) else 0
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids: list[str]) -> None:

@@ -13,14 +13,14 @@ from .. import records
 from ..known_issues import status
 from ..outcomes import Verdict
 from ..tiers import Target
-from .cells import CELL, Cell, coordinates, known_issue, record_of
+from .cells import CELL, Cell, coordinates, item_params, known_issue, record_of
 from .session import active
 
 
 def cell_from_params(item: pytest.Item) -> Cell | None:
     """The cell a parametrized item stands for, from its parameters (for an item that never reached its
     check), or ``None`` for an item that is no cell of ours."""
-    params = getattr(getattr(item, "callspec", None), "params", {})
+    params = item_params(item)
     sess = active(item.config)
     if sess is None:
         return None

@@ -14,12 +14,13 @@ import pytest
 
 from ..outcomes import Verdict
 from ..tiers import STATIC
-from .cells import CELL, Cell
+from .cells import CELL, Cell, item_params
 from .markers import arch_marks
 from .session import suite
 
 if TYPE_CHECKING:
     from ..static.claims import Claims
+    from ..static.runner import StaticCell
 
 
 def static_params(sess) -> list:
@@ -38,15 +39,17 @@ def static_coordinates(cell, nodeid: str) -> dict:
 @dataclass
 class StaticRun:
     """What the static cells of one pytest process share: the test run's claims (every xdist worker of the run
-    sees the same folder, :class:`~ddtree_compat.static.claims.Claims`), the session's cells by group (kernel
-    entry x arch x backend, all specializations), and the groups this process has warmed."""
+    sees the same folder, :class:`~ddtree_compat.static.claims.Claims`), the session's cells by group
+    (:func:`group_key`: all specializations of one kernel entry on one arch in one backend's column), and the
+    groups this process has warmed."""
 
     claims: Claims
-    groups: dict
-    warmed: set = field(default_factory=set)
+    groups: dict[tuple, list[StaticCell]]
+    warmed: set[tuple] = field(default_factory=set)
 
-    def first_of_group(self, cell) -> list:
-        """The cell's group, the first time this process asks for it (it then warms it), else ``[]``."""
+    def first_of_group(self, cell: StaticCell) -> list[StaticCell]:
+        """The cell's group, the first time this process asks for it (it then warms it), else ``[]``; also
+        ``[]`` for a group of one (nothing to batch)."""
         key = group_key(cell)
         if key in self.warmed:
             return []
@@ -58,7 +61,8 @@ class StaticRun:
 STATIC_RUN = pytest.StashKey[StaticRun]()
 
 
-def group_key(cell) -> tuple:
+def group_key(cell: StaticCell) -> tuple:
+    """``(arch, backend, entry)``: the cells one warm builds together."""
     return cell.arch, cell.backend, cell.entry
 
 
@@ -67,12 +71,13 @@ def static_run(session: pytest.Session) -> StaticRun:
     config = session.config
     if STATIC_RUN not in config.stash:
         from ..static.claims import Claims
+        from ..static.runner import prebuilt
 
         run_id = getattr(config, "workerinput", {}).get("testrunuid") or uuid.uuid4().hex
         groups: dict = {}
         for item in session.items:
-            cell = getattr(getattr(item, "callspec", None), "params", {}).get("ddtree_static_cell")
-            if cell is not None and not hasattr(cell.entry, "check"):  # a prebuilt library has nothing to build
+            cell = item_params(item).get("ddtree_static_cell")
+            if cell is not None and not prebuilt(cell):  # a prebuilt library has nothing to build
                 groups.setdefault(group_key(cell), []).append(cell)
         config.stash[STATIC_RUN] = StaticRun(Claims.for_run(suite(config).static_cache, run_id), groups)
     return config.stash[STATIC_RUN]

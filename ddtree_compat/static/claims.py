@@ -58,6 +58,7 @@ class Claims:
         return True
 
     def finish(self, key: str) -> None:
+        """Mark ``key`` done (built, or failed: either way its waiters go on)."""
         (self.root / f"{key}.done").touch()
 
     def wait(self, key: str, timeout: float, poll_s: float = 0.02) -> None:

@@ -220,6 +220,11 @@ def judge(cell: StaticCell, built: Build, cubins: list[Cubin]) -> Verdict:
     return Verdict("pass", f"fits {where}: {'; '.join(facts)}", built.seconds)
 
 
+def prebuilt(cell: StaticCell) -> bool:
+    """The cell reads a binary it does not build (an sgl-kernel library): its entry judges it (``check``)."""
+    return hasattr(cell.entry, "check")
+
+
 def run_static(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
                timeout: float = COMPILE_TIMEOUT_S, group: Iterable[StaticCell] = (),
                claims: Claims | None = None) -> Verdict:
@@ -229,7 +234,7 @@ def run_static(cell: StaticCell, cache_dir: str | os.PathLike = DEFAULT_CACHE,
     of the run that took the same job; with a ``group`` too (the cell's group, on its first cell in this
     process), the group is warmed first (:func:`warm`) and this cell's time includes it."""
     start = time.perf_counter()
-    if hasattr(cell.entry, "check"):  # a prebuilt binary, judged by its entry (sgl_kernel_libs)
+    if prebuilt(cell):  # judged by its entry (sgl_kernel_libs)
         verdict = cell.entry.check(cell.spec, cell.arch)
         verdict.duration_s = time.perf_counter() - start
         return verdict

@@ -129,7 +129,7 @@ def test_an_e2e_only_session_is_told_from_the_collection_where_there_is_one_else
             self.nodeid, self.user_properties = nodeid, [("ddtree_outcome", "skip"), ("ddtree_tier", tier)]
 
     collected = Progress(pytestconfig)
-    collected.collected_here, collected.e2e_only, collected.e2e_cells = True, False, 0  # kernel cells collected too
+    collected.collected_here, collected.e2e_cells = True, 0  # kernel cells collected too
     collected.cell_tiers = {"e/test_serve.py::test_serve[a]": "e2e"}  # only an e2e cell reported so far
     assert collected._e2e_cells() == 0
     controller = Progress(pytestconfig)
