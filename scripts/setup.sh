@@ -22,7 +22,10 @@ LOG=${SETUP_LOG:-$(mktemp "${TMPDIR:-/tmp}/ddtree-compat-setup.XXXXXX")}
 : > "$LOG"
 export DDTREE_SETUP_LOG=$LOG  # named in the `setup ok` line
 
+note() { echo "setup: $*" >>"$LOG"; }  # what set-up decided, in the log beside pip's output
+
 pip_install() {  # quiet pip; on failure its last lines and the log's path
+  note "pip install $*"
   if ! "$PY" -m pip install -q --disable-pip-version-check --no-warn-conflicts "$@" >>"$LOG" 2>&1; then
     tail -n 15 "$LOG" >&2
     echo "setup: pip install $* failed (full output: $LOG)" >&2
@@ -30,14 +33,18 @@ pip_install() {  # quiet pip; on failure its last lines and the log's path
   fi
 }
 
-if ! "$PY" -c "import torch" 2>/dev/null; then
+if "$PY" -c "import torch" 2>/dev/null; then
+  note "torch importable: kept"
+else
   pip_install "torch==2.13.0"
 fi
 pip_install -e ".[kernels,static]"
 # The editable build leaves ddtree_compat.egg-info in the checkout: on sys.path from the checkout's root (python -m
 # pytest), it is a second distribution of this package, and pytest would then assertion-rewrite every module of it.
 rm -rf ddtree_compat.egg-info
-if ! "$PY" -c "import transformers" 2>/dev/null; then
+if "$PY" -c "import transformers" 2>/dev/null; then
+  note "transformers importable: kept"
+else
   pip_install -r requirements/crosscheck.txt
 fi
 pip_install --no-deps "sglang==${SGLANG_VERSION}"
@@ -53,6 +60,8 @@ PY
 )
 if [ -n "$FLASHINFER_PIN" ]; then
   pip_install --no-deps "flashinfer-python==${FLASHINFER_PIN}"
+else
+  note "sglang ${SGLANG_VERSION} pins no flashinfer-python: none installed"
 fi
 # Conflicts that are not sglang's own unmet pins (those are by design) are worth reading.
 "$PY" -m pip check --disable-pip-version-check 2>/dev/null | grep -v -E "^(sglang|flashinfer-python|No broken)" >&2 || true
