@@ -29,6 +29,7 @@ from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
 """A test running at least this long is named in the progress line."""
+STATIC_ID = "[static-"  # in the node id of every static-tier test (its target comes first in the id)
 
 
 def _names(kernels: list[str], limit: int = 3) -> str:
@@ -120,6 +121,7 @@ class Progress:
         self.cell_tiers: dict[str, str] = {}  # node id -> tier, of the cells reported here (an xdist controller's view)
         self.started_lines = False  # the start lines are written (or sent, by a worker)
         self.started = self.last = time.monotonic()
+        self.static_started: float | None = None  # when the first static compile started (its rate gives the time left)
 
     def _speaks(self) -> bool:
         """In the controller (or a run without xdist), once the suite exists or a worker reported a cell of
@@ -187,7 +189,9 @@ class Progress:
         self.collected.update(ids)
 
     def pytest_runtest_logstart(self, nodeid: str, location) -> None:
-        self.running.setdefault(nodeid, time.monotonic())
+        now = self.running.setdefault(nodeid, time.monotonic())
+        if self.static_started is None and STATIC_ID in nodeid:
+            self.static_started = now
         self._tick()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -220,25 +224,34 @@ class Progress:
             self._write(self.line(now))
 
     def line(self, now: float | None = None) -> str:
-        """``progress: 14210 of 14924 tests done (95 %), 7:52 elapsed; static: 12 of 210 compiled, 198 left;
-        running longest: <test id> (0:41)``; before the first static compile starts (they wait behind the cells
+        """``progress: 14210 of 14924 tests done (95 %), 7:52 elapsed; static: 42 of 210 compiled, 168 left, about
+        2:10 to go at this rate; running longest: <test id> (0:41)``; before the first static compile starts (they wait behind the cells
         ahead of them), ``static: 210 compiles queued behind the other cells, none started``."""
         now = time.monotonic() if now is None else now
         total = max(len(self.collected), len(self.finished))
         done = len(self.finished)
         out = f"progress: {done} of {total} tests done ({100 * done // max(total, 1)} %), {clock(now - self.started)} elapsed"
-        static = [n for n in self.collected if "[static-" in n]
+        static = [n for n in self.collected if STATIC_ID in n]
         if static:
             left = len([n for n in static if n not in self.finished])
             if left == len(static) and not any(n in self.running for n in static):
                 out += f"; static: {left} compiles queued behind the other cells, none started"
             elif left:
                 out += f"; static: {len(static) - left} of {len(static)} compiled, {left} left"
+                out += self._static_time_left(now, len(static) - left, left)
         if self.running:
             nodeid, since = min(self.running.items(), key=lambda kv: kv[1])
             if now - since >= LONG_RUNNING_S:
                 out += f"; running longest: {nodeid.rpartition('::')[2]} ({clock(now - since)})"
         return out
+
+    def _static_time_left(self, now: float, done: int, left: int) -> str:
+        """``, about 2:10 to go at this rate``: the static compiles left at the rate of those done since the first
+        started (every pytest process compiles beside the others), once a tenth of them is done (a rate from the
+        first few, a slow kernel's or a cold cache's, says little); else nothing."""
+        if self.static_started is None or done < max(1, (done + left) // 10) or now <= self.static_started:
+            return ""
+        return f", about {clock(left * (now - self.static_started) / done)} to go at this rate"
 
 
 def clock(seconds: float) -> str:

@@ -55,6 +55,28 @@ def test_the_progress_line_counts_static_compiles_and_names_the_longest_running_
     assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 0 of 3 compiled, 3 left"
 
 
+def test_the_static_compiles_left_get_a_time_at_the_rate_of_those_done_once_a_tenth_is_done(pytestconfig, monkeypatch):
+    """The first static test to start sets the clock; 5 of 20 done 50 s after it: 15 left at 10 s each."""
+    p = Progress(pytestconfig)
+    static = [f"k/test_static.py::test_static[static-sm{a}-sglang-triton-move_kv-t128-w4-n{n}]"
+              for a in (80, 90, 100, 120) for n in range(5)]
+    p.collected.update(["k/test_verify.py::test_v[a]", *static])
+    p.started = 0.0
+    monkeypatch.setattr("ddtree_compat.plugin.progress.time.monotonic", lambda: 100.0)
+    p.pytest_runtest_logstart("k/test_verify.py::test_v[a]", None)
+    assert p.static_started is None  # not a static test
+    monkeypatch.setattr("ddtree_compat.plugin.progress.time.monotonic", lambda: 120.0)
+    p.pytest_runtest_logstart(static[0], None)
+    assert p.static_started == 120.0
+    p.running = {}
+    p.finished.update(["k/test_verify.py::test_v[a]", static[0]])
+    assert p.line(now=130.0).endswith("; static: 1 of 20 compiled, 19 left")  # under a tenth: no rate yet
+    p.finished.update(static[1:5])
+    assert p.line(now=170.0).endswith("; static: 5 of 20 compiled, 15 left, about 2:30 to go at this rate")
+    p.finished.update(static)
+    assert "static" not in p.line(now=200.0)
+
+
 def test_a_backend_line_groups_its_kernels_by_reason():
     class Two:
         name = "two"
