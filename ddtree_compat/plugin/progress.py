@@ -53,8 +53,9 @@ def _short(reason: str) -> str:
 
 def backend_line(backend, target) -> str:
     """What a backend runs on a target, in one line: ``sglang-triton on interpret: runs 6 of 8 kernels; skips
-    front_out_cache_loc, assign_req_to_token (front_out_cache_loc: <why>; assign_req_to_token: <why>)``, at most
-    two reasons spelled out (from :func:`ddtree_compat.backends.unavailable`)."""
+    front_out_cache_loc, assign_req_to_token (front_out_cache_loc: <why>; assign_req_to_token: <why>)``, or ``skips
+    all 2 kernels``, ``skips its one kernel, verify_tree_greedy: <why>`` where none runs; at most two reasons spelled
+    out (from :func:`ddtree_compat.backends.unavailable`)."""
     from ..backends import kernels_of, unavailable
 
     names = list(kernels_of(backend))
@@ -72,7 +73,8 @@ def backend_line(backend, target) -> str:
     skipped = [k for ks in reasons.values() for k in ks]
     if len(reasons) == 1:
         (reason,) = reasons
-        what = f"all {len(names)} kernels" if not runs and len(names) > 1 else _names(skipped)
+        what = (_names(skipped) if runs else f"all {len(names)} kernels" if len(names) > 1
+                else f"its one kernel, {names[0]}")  # nothing runs: say so, as for several
         return head + (f"runs {len(runs)} of {len(names)} kernels; " if runs else "") + f"skips {what}: {reason}"
     why = "; ".join(f"{ks[0] if len(ks) == 1 else _names(ks, 2)}: {reason}" for reason, ks in list(reasons.items())[:2])
     if len(reasons) > 2:

@@ -19,7 +19,7 @@ def test_the_start_says_which_backends_run_and_which_skip_and_why_then_progress_
     result.stdout.fnmatch_lines(["*progress: * of 3 tests done (*%), *elapsed*"])
     result.stdout.fnmatch_lines(["ddtree-compat: tier interpret, profile default, * backend(s)",
                                  "  oracle on interpret: runs all * kernels",
-                                 "  sglang-cuda on interpret: skips verify_tree_greedy: tvm-ffi JIT CUDA kernel runs on "
+                                 "  sglang-cuda on interpret: skips its one kernel, verify_tree_greedy: tvm-ffi JIT CUDA kernel runs on "
                                  "the device tier only (a CUDA GPU; this target is interpret)",
                                  "  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH*",
                                  "  CUDA-graph cells (kernel@graph) skip on interpret: CUDA graphs need the device tier"])
@@ -97,7 +97,7 @@ def test_a_long_reason_is_cut_between_words():
         implements = (KernelImpl("move_kv", "cuda", what="a CUDA move " + "with a very long description " * 4),)
 
     line = backend_line(One(), Target("interpret", "cpu"))
-    reason = line.split("skips move_kv: ", 1)[1]
+    reason = line.split("skips its one kernel, move_kv: ", 1)[1]
     assert reason.endswith(" ...") and len(reason) <= REASON_CHARS
     assert reason[:-4].split()[-1] in {"a", "CUDA", "move", "with", "very", "long", "description"}
 
@@ -109,7 +109,7 @@ def test_a_cut_reason_closes_the_parentheses_it_leaves_open():
 
         implements = (KernelImpl("move_kv", "cuda", what="a CUDA move (" + "with a very long description " * 4),)
 
-    reason = backend_line(One(), Target("interpret", "cpu")).split("skips move_kv: ", 1)[1]
+    reason = backend_line(One(), Target("interpret", "cpu")).split("skips its one kernel, move_kv: ", 1)[1]
     assert reason.endswith(" ...)") and len(reason) <= REASON_CHARS, reason
     assert reason.count("(") == reason.count(")"), reason
 
