@@ -250,10 +250,11 @@ class Progress:
     def _static_time_left(self, now: float, done: int, left: int) -> str:
         """``, about 2:10 to go at this rate``: the static compiles left at the rate of those done since the first
         started (every pytest process compiles beside the others), once a tenth of them is done (a rate from the
-        first few, a slow kernel's or a cold cache's, says little); else nothing."""
+        first few, a slow kernel's or a cold cache's, says little) and a second or more is left; else nothing."""
         if self.static_started is None or done < max(1, (done + left) // 10) or now <= self.static_started:
             return ""
-        return f", about {clock(left * (now - self.static_started) / done)} to go at this rate"
+        to_go = left * (now - self.static_started) / done
+        return f", about {clock(to_go)} to go at this rate" if to_go >= 1 else ""  # not "about 0:00" with some left
 
 
 def clock(seconds: float) -> str:

@@ -73,6 +73,9 @@ def test_the_static_compiles_left_get_a_time_at_the_rate_of_those_done_once_a_te
     assert p.line(now=130.0).endswith("; static: 1 of 20 compiled, 19 left")  # under a tenth: no rate yet
     p.finished.update(static[1:5])
     assert p.line(now=170.0).endswith("; static: 5 of 20 compiled, 15 left, about 2:30 to go at this rate")
+    p.finished.update(static[5:19])
+    assert p.line(now=170.0).endswith("; static: 19 of 20 compiled, 1 left, about 0:02 to go at this rate")
+    assert p.line(now=129.0).endswith("; static: 19 of 20 compiled, 1 left")  # 0.47 s: not "about 0:00"
     p.finished.update(static)
     assert "static" not in p.line(now=200.0)
 
