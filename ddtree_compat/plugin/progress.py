@@ -227,8 +227,8 @@ class Progress:
 
     def line(self, now: float | None = None) -> str:
         """``progress: 14210 of 14924 tests done (95 %), 7:52 elapsed; static: 42 of 210 compiled, 168 left, about
-        2:10 to go at this rate; running longest: <test id> (0:41)``; before the first static compile starts (they wait behind the cells
-        ahead of them), ``static: 210 compiles queued behind the other cells, none started``."""
+        2:10 to go at this rate; running longest: <test id> (0:41)``; before the first static compile starts (they
+        wait behind the cells ahead of them), ``static: 210 compiles queued behind the other cells, none started``."""
         now = time.monotonic() if now is None else now
         total = max(len(self.collected), len(self.finished))
         done = len(self.finished)
