@@ -236,6 +236,18 @@ def ddtree_check_run(request: pytest.FixtureRequest):
     return check
 
 
+OUTCOME_PROPERTY = "ddtree_outcome"
+TIER_PROPERTY = "ddtree_tier"
+"""The user properties on every cell's test report (:mod:`.recording` adds them, :mod:`.containment` for a cell
+whose worker died): its outcome (:data:`ddtree_compat.outcomes.OUTCOMES`) and its tier. Under xdist they travel to
+the controller with the report; the summary, the progress lines and the start lines read them there."""
+
+
+def report_property(report: pytest.TestReport, name: str):
+    """The value of a test report's user property ``name``, or ``None`` where the report has none."""
+    return next((value for key, value in report.user_properties if key == name), None)
+
+
 CELL_PARAMS = frozenset({"ddtree_target", "ddtree_static_cell", "ddtree_e2e_cell"})
 """The parameters that make a collected test a cell of ours (:mod:`.params` gives them): a grid cell's target, a
 static cell, an e2e cell."""

@@ -12,7 +12,7 @@ import pytest
 
 from ..isolation import scan
 from ..outcomes import Verdict
-from .cells import Cell, record_of
+from .cells import OUTCOME_PROPERTY, TIER_PROPERTY, Cell, record_of
 from .session import active, suite
 
 START_FIELDS = ("kernel", "tier", "backend", "arch", "case_id", "budget", "topology", "plant", "batch", "block_size",
@@ -62,7 +62,7 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
         line = asdict(record)
     report.longrepr = (f"{line['outcome']} ({line.get('fault_class')}): {line['backend']}, case {line['case_id']}: "
                        f"{line['message']}\n{report.longrepr}; xdist replaces the worker and the run goes on")
-    report.user_properties += [("ddtree_outcome", line["outcome"]), ("ddtree_tier", line["tier"])]
+    report.user_properties += [(OUTCOME_PROPERTY, line["outcome"]), (TIER_PROPERTY, line["tier"])]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

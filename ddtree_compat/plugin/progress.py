@@ -22,14 +22,14 @@ import time
 import pytest
 
 from ..isolation import in_xdist_worker
-from ..tiers import E2E
-from .cells import is_cell_item, is_e2e_item
+from ..tiers import E2E, STATIC
+from .cells import OUTCOME_PROPERTY, TIER_PROPERTY, is_cell_item, is_e2e_item, report_property
 from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
 REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
 """A test running at least this long is named in the progress line."""
-STATIC_ID = "[static-"  # in the node id of every static-tier test (its target comes first in the id)
+STATIC_ID = f"[{STATIC}-"  # in the node id of every static-tier test (``StaticCell.id`` starts with its tier)
 
 
 def _names(kernels: list[str], limit: int = 3) -> str:
@@ -197,10 +197,10 @@ class Progress:
         self._tick()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        ours = not self.cells_seen and any(k == "ddtree_outcome" for k, _ in report.user_properties)
+        ours = not self.cells_seen and report_property(report, OUTCOME_PROPERTY) is not None
         if ours:
             self.cells_seen = True
-        tier = next((v for k, v in report.user_properties if k == "ddtree_tier"), None)
+        tier = report_property(report, TIER_PROPERTY)
         if tier is not None:
             self.cell_tiers[report.nodeid] = tier
         if in_xdist_worker(self.config):
@@ -271,7 +271,7 @@ class StartLinesSender:
 
     @pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the report to the controller
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not self.sent and any(k == "ddtree_outcome" for k, _ in report.user_properties):
+        if not self.sent and report_property(report, OUTCOME_PROPERTY) is not None:
             self.sent = True
             report.user_properties.append((START_LINES, self.progress.lines()))
 

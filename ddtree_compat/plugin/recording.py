@@ -13,7 +13,7 @@ from .. import records
 from ..known_issues import status
 from ..outcomes import Verdict
 from ..tiers import Target
-from .cells import CELL, Cell, coordinates, item_params, known_issue, record_of
+from .cells import CELL, OUTCOME_PROPERTY, TIER_PROPERTY, Cell, coordinates, item_params, known_issue, record_of
 from .session import active
 
 
@@ -58,7 +58,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if cell.verdict is None:  # the test never reached its check: a skip, or an error of ours
         skipped = report.skipped and not hasattr(report, "wasxfail")  # an xfailed error is still an error
         cell.verdict = Verdict("skip" if skipped else "error", str(report.longrepr)[:500])
-    report.user_properties += [("ddtree_outcome", cell.verdict.outcome), ("ddtree_tier", cell.tier),
+    report.user_properties += [(OUTCOME_PROPERTY, cell.verdict.outcome), (TIER_PROPERTY, cell.tier),
                                ("ddtree_backend", cell.coords.get("backend")),
                                ("ddtree_kernel", cell.coords.get("kernel"))]
     if cell.known_issue is not None and cell.verdict.outcome != "skip":

@@ -12,6 +12,7 @@ import pytest
 from ..outcomes import OUTCOMES
 from ..results import REPORT_BY_SWEEP
 from ..tiers import E2E, STATIC
+from .cells import OUTCOME_PROPERTY, TIER_PROPERTY
 from .session import active, suite
 
 SHOWN = ("pass", "wrong", "zero-accept", "fault", "skip")
@@ -44,15 +45,15 @@ class Summary:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
-        if "ddtree_outcome" in props:
-            self.counts[(_group(props.get("ddtree_tier")), props["ddtree_outcome"])] += 1
-        if "ddtree_outcome" in props and "@emulated-" in (props.get("ddtree_kernel") or ""):
-            self.counts[("emulated", props["ddtree_outcome"])] += 1
+        if OUTCOME_PROPERTY in props:
+            self.counts[(_group(props.get(TIER_PROPERTY)), props[OUTCOME_PROPERTY])] += 1
+        if OUTCOME_PROPERTY in props and "@emulated-" in (props.get("ddtree_kernel") or ""):
+            self.counts[("emulated", props[OUTCOME_PROPERTY])] += 1
         for name, (prop, value) in BINARIES.items():
-            if (props.get("ddtree_tier") == STATIC and props.get(f"ddtree_{prop}") == value
-                    and "ddtree_outcome" in props):
-                self.counts[(name, props["ddtree_outcome"])] += 1
-                if props["ddtree_outcome"] == "skip" and report.longrepr:
+            if (props.get(TIER_PROPERTY) == STATIC and props.get(f"ddtree_{prop}") == value
+                    and OUTCOME_PROPERTY in props):
+                self.counts[(name, props[OUTCOME_PROPERTY])] += 1
+                if props[OUTCOME_PROPERTY] == "skip" and report.longrepr:
                     self.skips[name] = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else
                                            report.longrepr)
         if "ddtree_known_issue" in props:

@@ -39,6 +39,7 @@ from typing import Iterable, Union
 from ..arch import STATIC_ARCHES
 from ..families.verify.records import VerifyCase
 from ..outcomes import Verdict
+from ..tiers import STATIC
 from .build import Build, BuildError, Spec, Unavailable
 from .claims import Claims, job_key
 from .kernels import CudaJitKernel, FlashInferPrefillKernel, SGLangAttentionKernel, TritonKernel
@@ -64,7 +65,7 @@ class StaticCell:
     @property
     def id(self) -> str:
         """Test id, e.g. ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``."""
-        return f"static-{self.arch}-{self.backend}-{self.entry.kernel}-{self.spec.id}"
+        return f"{STATIC}-{self.arch}-{self.backend}-{self.entry.kernel}-{self.spec.id}"
 
 
 def static_cells(backends: Iterable, cases: Iterable[VerifyCase], archs: Iterable[str] = STATIC_ARCHES,
