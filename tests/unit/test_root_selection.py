@@ -1,0 +1,51 @@
+"""``pytest -m <arch>`` at the root of a checkout, the way the project is used: the marker selects among the kernel
+cells too (the root ``conftest.py`` adds ``tests/kernels`` when ``-m`` names a marker of the suite), while a plain
+``pytest`` (the README's test command) runs the suite's own tests only."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _config(markexpr: str, source):
+    return SimpleNamespace(args_source=source, args=["tests/matrix", "tests/e2e", "tests/unit"],
+                           getoption=lambda name, default=None: markexpr if name == "markexpr" else default)
+
+
+@pytest.mark.parametrize("markexpr, source, added", [
+    ("sm120", pytest.Config.ArgsSource.TESTPATHS, True),
+    ("sm120 and static", pytest.Config.ArgsSource.TESTPATHS, True),
+    ("interpret", pytest.Config.ArgsSource.TESTPATHS, True),
+    ("blackwell_rtx", pytest.Config.ArgsSource.TESTPATHS, True),
+    ("", pytest.Config.ArgsSource.TESTPATHS, False),
+    ("slow", pytest.Config.ArgsSource.TESTPATHS, False),  # not a marker of the suite
+    ("sm120", pytest.Config.ArgsSource.ARGS, False),  # paths given: they are what is collected
+])
+def test_the_kernel_tests_join_testpaths_only_when_a_suite_marker_is_selected(markexpr, source, added):
+    import conftest
+
+    config = _config(markexpr, source)
+    conftest.pytest_configure(config)
+    assert (config.args[-1] == conftest.KERNEL_TESTS) == added
+    assert config.args[:3] == ["tests/matrix", "tests/e2e", "tests/unit"]
+
+
+@pytest.mark.long
+def test_pytest_m_sm120_at_the_root_collects_the_sm120_cells():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "sm120", "--co", "-q", "-p", "no:cacheprovider"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    ids = [line for line in run.stdout.splitlines() if "::" in line]
+    assert any(i.startswith("tests/kernels/test_static.py::test_static[static-sm120-") for i in ids), ids[:20]
+    assert any("emulated-sm120]" in i for i in ids), ids[:20]
+    assert all(i.startswith(("tests/kernels/", "tests/e2e/test_serve.py")) for i in ids), [
+        i for i in ids if not i.startswith("tests/kernels/")][:5]
