@@ -2,7 +2,7 @@
 
 Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run from the repo root:
 
-    python benchmarks/suite_cost.py --out docs/benchmarks/$(date +%F)-$(hostname).md
+    python benchmarks/suite_cost.py --out /tmp/suite-cost-$(date +%F).md   # figures worth keeping go to docs/benchmarks.md
 
 1. **time-to-verdict**: wall time of the default kernel sweep (``python -m ddtree_compat sweep``:
    verify + commit + graph cells, every backend) on this host's tier, with the sweep's own worker
@@ -18,7 +18,7 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
 
 ``--from-e2e-log PYTEST_LOG`` reads an e2e run's pytest output (its verdict lines, ``e2e: <cell> (B 8) at 3:03:
 fault ...``, timed from pytest's start) and prints the budget sweep's time to the first dead-budget verdict and
-to the last verdict (``docs/benchmarks/2026-12-02-e2e-ddtree.md``; aim: <= 90 s and <= 180 s).
+to the last verdict (``docs/benchmarks-history.md``; aim: <= 90 s and <= 180 s).
 
 ``--test-command`` times the README's test command instead (``python -m pytest -n auto``, wall and CPU
 time of it and its children) and prints the per-module table (sum of test durations per file, from a

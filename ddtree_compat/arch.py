@@ -206,8 +206,8 @@ def detect_gpus() -> list[Gpu]:
 
 def _no_nvidia_driver() -> bool:
     """Whether this Linux host plainly has no NVIDIA driver (no ``/proc/driver/nvidia``, no ``/dev/nvidia*``
-    device node): then CUDA sees no GPU, and asking ``torch.cuda`` would only import torch (about 4 s on
-    a 2-core box, paid by every pytest process). Elsewhere (not Linux) torch is asked."""
+    device node): then CUDA sees no GPU, and asking ``torch.cuda`` would only import torch (seconds, paid by
+    every pytest process). Elsewhere (not Linux) torch is asked."""
     if not sys.platform.startswith("linux"):
         return False
     return not Path("/proc/driver/nvidia").exists() and not any(Path("/dev").glob("nvidia*"))

@@ -1,8 +1,8 @@
 """Find a case by its id without building the whole grid (``python -m ddtree_compat replay <case id>``).
 
-Every record's cases come from its generator (:attr:`ddtree_compat.records.KernelRecord.cases`), most of
+Every record's cases come from its generator (:attr:`ddtree_compat.contract.KernelRecord.cases`), most of
 them from the verify grid: a commit case is the verify case at grid position ``i`` with a layout rotating
-with ``i``. Building the default grid takes ~11 s on a 2-core CPU (the full grid ~3 min), so the lookup
+with ``i``. Building the default grid takes seconds of CPU (the full grid some minutes), so the lookup
 builds only the grid *window* of the id's group instead:
 
 * the id's ``(budget, block size, topology)`` group (``b8-spine-...``, ``-blk8``; :func:`group_of`);
@@ -26,6 +26,7 @@ from functools import cache
 from importlib import resources
 
 from . import records
+from .contract import CaseContext
 from .families.verify.records import check_profile, grid, grid_group
 from .families.verify.topologies import TOPOLOGIES
 
@@ -132,12 +133,12 @@ def find(case_id: str, profile: str = "default"):
         verify = grid(profile)
     generators = list(dict.fromkeys(r.cases for r in records.registry().values()))
     for attention in _attention_profiles(profile):
-        context = records.CaseContext(profile, verify, attention)
+        context = CaseContext(profile, verify, attention)
         for cases in generators:
             try:
                 found = _matches(cases(context), case_id)
             except NotInWindow:  # this generator reads other grid positions: give it the whole grid
-                found = _matches(cases(records.CaseContext(profile, grid(profile), attention)), case_id)
+                found = _matches(cases(CaseContext(profile, grid(profile), attention)), case_id)
             if found is not None:
                 return found
     return None

@@ -307,7 +307,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     case = _replay_case(args.case, args.profile)
     if tier == "interpret":
         enable_interpreter()
-    from . import backends, impls
+    from . import contract, impls
     from .backends.registry import resolve
 
     try:
@@ -318,7 +318,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     (case,) = record.backend_cases(backend, (case,))  # e.g. a backend without tile choices runs it natively
     label = record.label_of(case)
     target = targets[args.gpu] if tier == "device" else targets[0]
-    reason = backends.unavailable(backend, label, target, case)
+    reason = contract.unavailable(backend, label, target, case)
     if reason:
         print(f"skip: {backend.name} on {target.id}: {reason}")
         return Exit.OK if args.allow_skip else Exit.NOTHING_RAN
@@ -339,12 +339,12 @@ def _replay_record(case, kernel: str | None, backend):
     Raises:
         DDTreeInputError: ``--kernel`` names no such record, or the case type has several and none is named.
     """
-    from . import backends, records
+    from . import contract, records
 
     candidates = records.for_case(case)
     names = [r.name for r in candidates]
     if kernel is None:
-        implemented = [r for r in candidates if r.name in backends.kernels_of(backend)]
+        implemented = [r for r in candidates if r.name in contract.kernels_of(backend)]
         candidates = implemented if len(implemented) == 1 else candidates  # sglang-triton has one of three
         if len(candidates) > 1:
             raise DDTreeInputError("--kernel", None, ", ".join(names), f"a {type(case).__name__} feeds several kernels")
@@ -352,8 +352,8 @@ def _replay_record(case, kernel: str | None, backend):
         (r for r in candidates if kernel in (r.name, r.label_of(case))), None)
     if record is None:
         raise DDTreeInputError("--kernel", kernel, ", ".join(names), f"not a kernel of a {type(case).__name__}")
-    if record.name not in backends.kernels_of(backend):
-        have = [n for n in names if n in backends.kernels_of(backend)]
+    if record.name not in contract.kernels_of(backend):
+        have = [n for n in names if n in contract.kernels_of(backend)]
         wanted = f"a backend with {record.name}" + (
             " (a DDTree implementation's kernel: --backend ddtree-impl:PATH of a DDTree build of SGLang)"
             if record.table == "ddtree" else "")
@@ -397,6 +397,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
     from .families.verify.records import check_profile, grid
 
     from . import records
+    from .contract import CaseContext
 
     if args.attention:
         from .families.attention.records import attention_cases
@@ -407,7 +408,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
         if record is None:
             raise DDTreeInputError("--kernel", args.kernel, ", ".join(records.registry()), "not a kernel")
         verify = grid(check_profile(args.profile))
-        cases = list({c.id: c for c in record.cases(records.CaseContext(args.profile, tuple(verify)))}.values())
+        cases = list({c.id: c for c in record.cases(CaseContext(args.profile, tuple(verify)))}.values())
     else:
         cases = grid(check_profile(args.profile))
     for c in cases:

@@ -1,6 +1,7 @@
-"""GPU fault-injection backends (test-only): kernels that fault on purpose, one fault class each.
+"""Planted faults (test-only): backends whose kernels fault on purpose, one fault class each, and the static tier's
+planted kernel (:class:`OversizedSmem`, whose compile must be ``out of resources`` on the 99 KB-per-block archs).
 
-Each is a ``verify_tree_greedy`` backend for the device tier that launches a small Triton kernel doing
+Each GPU injector is a ``verify_tree_greedy`` backend for the device tier that launches a small Triton kernel doing
 exactly one bad thing, so a sweep mixing them with good cells proves that every fault lands on its
 own cell with the right class and that good cells after it still pass (the worker is replaced).
 
@@ -24,10 +25,11 @@ like ``trap``; ``setmaxnreg`` outside a warpgroup-aligned region raised nothing.
 from __future__ import annotations
 
 from ._triton_env import triton_or_none
-from .backends import Backend, KernelImpl
-from .backends.oracle import OracleBackend
-from .backends.sglang_locate import Place
+from .backends.oracle_column import OracleBackend
+from .contract import Backend, KernelImpl, Place, with_static
 from .families.verify.records import VERIFY
+from .static.build import Spec
+from .static.kernels import TritonKernel
 
 triton, tl = triton_or_none()
 
@@ -189,3 +191,24 @@ class Slow(OracleBackend):
 
         time.sleep(0.3)
         super().verify_tree_greedy(*args)
+
+
+# --------------------------------------------------------------------------------------------------
+# The static tier's planted kernel: a resource fault, found at compile time
+# --------------------------------------------------------------------------------------------------
+
+
+def _oversized_spec(case, arch: str) -> Spec:
+    return Spec("bm128-bn128-bk128-s4", (("BM", 128), ("BN", 128), ("BK", 128)), num_warps=8, num_stages=4)
+
+
+class OversizedSmem(OracleBackend):
+    """Correct verify, plus a planted static kernel (:mod:`ddtree_compat.static.planted`) whose shared
+    memory (128 KB on sm120, 160 KB on sm90) fits sm90's 227 KB per block but not sm120's 99 KB: its
+    static cells are ``out of resources`` on sm86/sm89/sm120/sm121 and pass elsewhere."""
+
+    name = "mutant-oversized-smem"
+    PLANTED = TritonKernel(kernel="oversized_smem_kernel", fn="ddtree_compat.static.planted:oversized_smem_kernel",
+                           signature=(("a_ptr", "*fp16"), ("b_ptr", "*fp16"), ("c_ptr", "*fp32"), ("K", "i32")),
+                           specialize=_oversized_spec)
+    implements = with_static(OracleBackend.implements, VERIFY, (PLANTED,))

@@ -10,7 +10,7 @@ A module of SGLang (or of Triton) that does not import is one of two things:
   ``ModuleNotFoundError``: raised as it is, so the test or cell that asked reports it (never a skip).
 
 :func:`missing` answers the first and raises the second. (SGLang's *kernels* are looked up where each
-release keeps them instead, :mod:`ddtree_compat.backends.sglang_locate`, where a kernel no place holds is
+release keeps them instead, :mod:`ddtree_compat.contract.places`, where a kernel no place holds is
 *absent*: a skip that says where the suite looked.)
 """
 

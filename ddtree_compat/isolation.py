@@ -31,10 +31,6 @@ def is_sticky(fault_class: str | None, context_poisoned: bool) -> bool:
     return context_poisoned or fault_class in STICKY
 
 
-def in_xdist_worker(config) -> bool:
-    return hasattr(config, "workerinput")
-
-
 def exit_worker() -> None:
     """Leave the xdist worker now (no teardown: the CUDA context is unusable), after flushing stdio."""
     sys.stdout.flush()

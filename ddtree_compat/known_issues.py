@@ -33,7 +33,6 @@ from pathlib import Path
 
 from .arch import FAMILIES, family, parse_arch
 from .errors import ArchError, KnownIssuesError
-from .families.verify.topologies import TOPOLOGIES
 
 try:
     import tomllib
@@ -132,6 +131,8 @@ def _check_arch(where: str):
 
 def _check_topology(where: str):
     def check(pattern: str) -> None:
+        from .families.verify.topologies import TOPOLOGIES  # numpy: only when a manifest is read
+
         names = (*TOPOLOGIES, "custom", *DDTREE_TOPOLOGIES)
         if not any(fnmatchcase(t, pattern) for t in names):
             raise KnownIssuesError("topology", pattern, ", ".join(names) + " (or a glob matching one)",

@@ -1,101 +1,30 @@
-"""Kernel records: one declarative :class:`KernelRecord` per kernel under test.
+"""The registry of kernel records: every :class:`~ddtree_compat.contract.KernelRecord` of the built-in families and
+of the entry point group ``ddtree_compat.kernels``, and what loops over them asks of it.
 
-A record says what the kernel is called, its case type and case generator, how a cell of it runs and
-is judged (``run``: ``"module:function"``, loaded only when a cell runs, so records stay torch-free),
-which results label and known-issue keys a case gets, and which report table it joins. Everything
-that loops over kernels loops over :func:`registry`: the plugin's parametrization, ids and recording,
-``replay`` (by case id and by JSON), the terminal summary, the report and the gate. A backend says
-which of these kernels it implements, and where (:mod:`ddtree_compat.backends`).
+Everything that loops over kernels loops over :func:`registry`: the plugin's parametrization, ids and recording,
+``replay`` (by case id and by JSON), the terminal summary, the report and the gate. A backend says which of these
+kernels it implements, and where (:class:`~ddtree_compat.contract.KernelImpl`).
 
-Built-in records live in each family's ``records.py`` (:mod:`ddtree_compat.families`, listed in
-:data:`~ddtree_compat.families.FAMILIES`); third parties register theirs with an entry point in the group
-``ddtree_compat.kernels`` whose value is ``module:RECORDS`` (a tuple of records, or one record). To add a
-kernel: ``docs/extending.md``.
+Built-in records live in each family's ``records.py`` (``ddtree_compat/families/<family>/``, listed in
+:data:`FAMILIES`); third parties register theirs with an entry point in the group ``ddtree_compat.kernels`` whose
+value is ``module:RECORDS`` (a tuple of records, or one record). To add a kernel: ``docs/extending.md``.
 """
 
 from __future__ import annotations
 
 import importlib
 import shlex
-from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
-from typing import Any, Callable, Sequence
 
+from .contract.record import KernelRecord, base_name
 from .errors import DDTreeInputError
-from .families import FAMILIES
 
+FAMILIES = ("verify", "commit", "attention", "ddtree")
+"""The built-in kernel families (``ddtree_compat/families/<family>/``), in registry order (their ``records.RECORDS``).
+Adding a family is a new folder there and one name here."""
 ENTRY_POINT_GROUP = "ddtree_compat.kernels"
 BUILTIN = tuple(f"ddtree_compat.families.{family}.records" for family in FAMILIES)
-
-
-@dataclass(frozen=True)
-class CaseContext:
-    """What a record's case generator may draw on.
-
-    Attributes:
-        profile: the verify grid's profile (``default``, ``full``).
-        verify: the verify cases of the run: the profile's grid, or the ``--ddtree-case`` files.
-        attention_profile: the verify-attention profile (``interpret``, ``device``).
-        from_files: ``verify`` came from ``--ddtree-case`` files.
-    """
-
-    profile: str
-    verify: tuple
-    attention_profile: str = "interpret"
-    from_files: bool = False
-
-
-@dataclass(frozen=True)
-class KernelRecord:
-    """One kernel under test.
-
-    Attributes:
-        name: the kernel's name: the results' ``kernel`` field, the backend method it calls, and what
-            ``--kernel`` / ``ddtree_kernel`` select.
-        summary: one line for reports and docs.
-        case_param: the test argument its cases are passed in (``ddtree_case``, ``ddtree_commit_case``,
-            ``ddtree_attention_case``, ...); a test asking for it is parametrized over the backends that
-            implement the kernel x its cases (and x the kernels sharing the argument, when the test also
-            asks for ``ddtree_kernel``).
-        case_type: the case class (with ``SCHEMA``, ``from_json``, ``id``, ``coordinates()``, ``save()``).
-        cases: ``(CaseContext) -> cases``: the cases of a run, in a stable order.
-        run: ``"module:function"`` of ``(case, backend, target) -> Verdict``: lay the case out, call the
-            backend once, judge exactly against the oracle (never raises for a kernel failure; the family's
-            ``checks.py``, on :func:`ddtree_compat.harness.calls.check`).
-        label: ``(case) -> str``: the results' kernel label of a case when it is not ``name``
-            (``verify_attention@emulated-sm120``).
-        known_issues: the known-issues manifest keys this kernel's cells (by arch, backend, kernel, budget,
-            topology, layout, batch; :mod:`ddtree_compat.known_issues`).
-        for_backend: ``(backend, cases) -> cases``: the cases a backend runs (default: all).
-        emulates: ``(case) -> arch | None``: the arch whose code path a case runs on any target (its
-            cell gets that arch's markers too: ``pytest -m sm120`` selects it), or ``None``.
-        table: the report table its cells join: ``matrix`` (budget x topology) or ``attention``.
-    """
-
-    name: str
-    summary: str
-    case_param: str
-    case_type: type
-    cases: Callable[[CaseContext], Sequence[Any]]
-    run: str
-    label: Callable[[Any], str] | None = None
-    known_issues: bool = False
-    for_backend: Callable[[Any, tuple], tuple] | None = None
-    emulates: Callable[[Any], "str | None"] | None = None
-    table: str = "matrix"
-
-    def label_of(self, case) -> str:
-        """The results' kernel label of ``case``."""
-        return self.label(case) if self.label else self.name
-
-    def runner(self) -> Callable:
-        """The ``run`` function (imports its module: the torch side)."""
-        module, _, attr = self.run.partition(":")
-        return getattr(importlib.import_module(module), attr)
-
-    def backend_cases(self, backend, cases: tuple) -> tuple:
-        return self.for_backend(backend, cases) if self.for_backend else cases
 
 
 def _records_of(obj, where: str) -> list[KernelRecord]:
@@ -126,11 +55,6 @@ def registry() -> dict[str, KernelRecord]:
         for record in _records_of(loaded, ep.value):
             out.setdefault(record.name, record)
     return out
-
-
-def base_name(label: str) -> str:
-    """``verify_attention@emulated-sm120`` -> ``verify_attention`` (labels add ``@<variant>``)."""
-    return label.partition("@")[0]
 
 
 def get(name: str) -> KernelRecord | None:

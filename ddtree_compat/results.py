@@ -13,9 +13,8 @@ Each line goes out in one ``write`` on an ``O_APPEND`` descriptor under a blocki
 itself, so xdist workers and several runs can share one file, and files from several runners
 concatenate or merge into one matrix. A written line survives its process being killed (a sticky CUDA
 fault, a hang past ``--timeout``); ``fsync`` per line (``--ddtree-fsync``) also survives a host crash or
-hang, at a cost: on the H200 host, with 16 workers sharing one GPU, ``filelock``'s polled lock plus an
-``fsync`` per line held the sweep's cells to ~63 ms each while the kernels took ~8 ms
-(docs/device-runs.md, session 3).
+hang, at a cost: with many workers sharing one GPU, a polled lock plus an ``fsync`` per line held the
+sweep's cells to several times the kernels' own time (``docs/device-runs.md``).
 """
 
 from __future__ import annotations

@@ -109,8 +109,7 @@ def pinned_worker_args(gpus: list[Gpu]) -> list[str]:
 ONE_GPU_WORKERS = 16
 """At most this many load-balanced xdist workers share a one-GPU host's device tier, leaving two cores to the
 controller (:func:`device_worker_args`). Each cell launches for microseconds and spends milliseconds in the
-harness's Python, so workers, not the GPU, set the pace: on the H200 (16 cores) the default sweep took 317 s with
-one worker, 120.5 s with 8 and 93.8 s with 14 in one call (docs/benchmarks/2026-12-02-session12.md)."""
+harness's Python, so workers, not the GPU, set the pace (the figures: ``docs/benchmarks-history.md``)."""
 
 
 LOAD_BALANCED = ("--dist", "worksteal")
@@ -139,9 +138,9 @@ def worker_cpu_threads(workers: int, cpus: int | None = None) -> int:
     """Intra-op CPU threads for one of ``workers`` xdist workers sharing ``cpus`` cores (at least 1).
 
     Each worker's torch would otherwise start one OpenMP thread per core, and ``N`` workers then run
-    ``N x cores`` spinning threads: measured on a 2-core box, four concurrent collections of
-    ``tests/kernels`` took 86 s each with torch's default threads and 13 s with one thread each. On the
-    16-core H200 host, 8 workers never finished collecting within 240 s (docs/device-runs.md).
+    ``N x cores`` spinning threads: concurrent collections of ``tests/kernels`` took several times as long with
+    torch's default threads as with one thread each, and on a 16-core GPU host 8 workers never finished
+    collecting (``docs/device-runs.md``).
 
     Args:
         workers: xdist's worker count (``workerinput["workercount"]``); ``>= 1``.
@@ -162,3 +161,7 @@ def cap_worker_threads(workerinput: dict | None) -> int | None:
     torch.set_num_threads(threads)
     return threads
 
+
+def in_xdist_worker(config) -> bool:
+    """Whether this pytest process is an xdist worker (its ``config`` has ``workerinput``)."""
+    return hasattr(config, "workerinput")

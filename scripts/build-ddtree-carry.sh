@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Build the carry that puts a DDTree build of SGLang (and its server dependencies) on a GPU host
-# with Python 3.12 and no network (the lent H200: torch 2.11.0+cu130). Run on a machine with pip
-# access, from the project root:
+# Build the carry that puts DDTree builds of SGLang, and released SGLang, with their server dependencies on a GPU
+# host with Python 3.12 and no network (the lent H200: torch 2.11.0+cu130). Run on a machine with pip access, from
+# the project root:
 #     bash scripts/build-ddtree-carry.sh [OUT_DIR]          # default .carry (add /.carry/ to .git/info/exclude)
-# Environment: DDTREE_IMPLS_DIR (default ../shared/ddtree-impls: the DDTree trees, as
-# python/ tarballs), DDTREE_IMPLS (names to bundle, default "rancy-ddtree-v2 dbguo-ddtree-dev rancy-ddtree"),
+# Environment: DDTREE_IMPLS (names to bundle, default "rancy-ddtree-v2 dbguo-ddtree-dev rancy-ddtree"): a DDTree
+# tree of MANIFEST below, taken from DDTREE_IMPLS_DIR (the folder holding your copies of those trees as python/
+# tarballs; needed for these names), or sglang-X.Y.Z (a release: its wheel's sglang package, from PyPI);
 # PART_BYTES (default 48000000: each carried folder plus the tracked tree (~11.4 MB) must stay under 64 MiB).
 #
 # What it bundles:
 #   site/  sglang-kernel 0.4.5 (its sm90 op library only; built against torch 2.11), nvidia-cutlass-dsl 4.8.0
-#          and the small modules SGLang's server imports (versions as ../shared/device-sglang/build-carry.sh,
-#          seen working on the H200), unpacked; no sglang: each DDTree tree brings its own python/sglang.
+#          and the small modules SGLang's server imports (versions seen working on the H200, docs/device-runs.md),
+#          unpacked; no sglang: each tree (a DDTree tree, or a release) brings its own python/sglang.
 #   whl/   flashinfer-python 0.6.14, apache-tvm-ffi 0.1.11, cuda-tile 1.7.0, nvidia-cudnn-frontend 1.32.0,
 #          transformers 5.12.1, tokenizers 0.22.2, installed there with pip --no-index --no-deps --target
 #          (the image's transformers 5.17.0 breaks `import sglang.launch_server` of these trees).
-#   impl/  each DDTree tree's tarball, and impls.tsv: name, repository, branch, commit (from the trees'
-#          README), so results name the implementation by repo and commit.
+#   impl/  each DDTree tree's tarball (or a release's sglang package as one), and impls.tsv: name, repository,
+#          branch, commit (a release: its tag), so results name the implementation by repo and commit.
 #   legacy (folder ddt-legacy, ~30 MB): sglang-kernel 0.4.3 (sm90 op library only) and flashinfer-python 0.6.12,
 #          the pins of the two older trees (dbguo-ddtree-dev, rancy-ddtree), which fail to import under 0.4.5
 #          (`cannot import name 'fp8_blockwise_scaled_mm' from 'sgl_kernel'`, H200 2026-12-01).
@@ -26,7 +27,7 @@
 # DDTREE_CARRY_PARTS="main legacy" (default) builds both; "legacy" alone rebuilds only ddt-legacy.
 set -euo pipefail
 OUT=${1:-.carry}
-IMPLS_DIR=${DDTREE_IMPLS_DIR:-../shared/ddtree-impls}
+IMPLS_DIR=${DDTREE_IMPLS_DIR:-}
 IMPLS=${DDTREE_IMPLS:-rancy-ddtree-v2 dbguo-ddtree-dev rancy-ddtree}
 PART_BYTES=${PART_BYTES:-48000000}
 WORK=$(mktemp -d)
@@ -92,6 +93,19 @@ tar -C "$WORK/bundle/site" -cf - . | xz -T2 -6 > "$WORK/bundle/site.tar.xz"
 rm -rf "$WORK/bundle/site"
 : > "$WORK/bundle/impl/impls.tsv"
 for name in $IMPLS; do
+  case "$name" in
+    sglang-[0-9]*)  # a release: its wheel's sglang package as a python/ tree (no multimodal_gen, tests, Rust .so)
+      version=${name#sglang-}
+      # shellcheck disable=SC2086
+      $PIP download -q --no-deps $PLAT -d "$WORK/rel-$version" "sglang==$version"
+      mkdir -p "$WORK/rel-$version/tree/python"
+      unzip -q -o "$WORK"/rel-"$version"/sglang-*.whl 'sglang/*' -d "$WORK/rel-$version/tree/python" \
+        -x 'sglang/multimodal_gen/*' 'sglang/test/*' 'sglang/srt/rust_extensions/*.so'
+      tar -C "$WORK/rel-$version/tree" -cf - python | xz -T2 -6 > "$WORK/bundle/impl/$name.tar.xz"
+      printf '%s\tgithub.com/sgl-project/sglang\trelease\tv%s\n' "$name" "$version" >> "$WORK/bundle/impl/impls.tsv"
+      continue ;;
+  esac
+  [ -n "$IMPLS_DIR" ] || { echo "DDTREE_IMPLS_DIR: the folder holding the DDTree trees' tarballs (for $name)" >&2; exit 2; }
   line=$(printf '%s\n' "$MANIFEST" | awk -F'|' -v n="$name" '$1 == n')
   [ -n "$line" ] || { echo "unknown implementation $name (known: $(printf '%s\n' "$MANIFEST" | cut -d'|' -f1 | xargs))" >&2; exit 1; }
   tarball=$(printf '%s' "$line" | cut -d'|' -f2)

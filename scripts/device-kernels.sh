@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The kernel tiers on a lent GPU host without network (the H200 runs of docs/device-runs.md), from the repo
-# root, after the SGLang 0.5.23 site bundle (../shared/device-sglang/build-carry.sh, 45 MB parts) is staged in
-# /tmp/sgl_parts and the DDTree tarballs / stripped sglang wheels are carried:
+# root, after the carry of scripts/build-ddtree-carry.sh (with sglang-0.5.23 among its DDTREE_IMPLS: the release the
+# SGLang cells run against; SGLANG_RELEASE names another) is staged and set up (scripts/ddtree-device-setup.sh),
+# and the DDTree tarballs / stripped sglang wheels are carried (on a host with network: pip install the release):
 #   bash scripts/device-kernels.sh OUT STEP...
 #   STEP: ddtree | graph-replay | default | phases | containment | flashinfer | fa3 | versions VERSION...
 # Writes results JSONL and reports into OUT. Each step runs the README's main job (python -m ddtree_compat
@@ -9,12 +10,10 @@
 set -uo pipefail
 OUT=${1:?usage: bash scripts/device-kernels.sh OUT STEP...}; shift
 mkdir -p "$OUT"
-if [ ! -f /tmp/sgl_site/.ok ] && [ -d /tmp/sgl_parts ]; then
-  mkdir -p /tmp/sgl_site && cat /tmp/sgl_parts/part_* | xz -d -T8 | tar -C /tmp/sgl_site -xf - &&
-    bash scripts/device-bytecode.sh /tmp/sgl_site && touch /tmp/sgl_site/.ok
-fi
 bash scripts/device-bytecode.sh ddtree_compat tests benchmarks  # the lent host writes no bytecode
-SITE=/tmp/sgl_site:/tmp/sgl_site/nvidia_cutlass_dsl/dsl_packages
+RELEASE_ENV=/tmp/ddt/impl/${SGLANG_RELEASE:-sglang-0.5.23}/env.sh
+# shellcheck disable=SC1090
+SITE=$( [ -f "$RELEASE_ENV" ] && . "$RELEASE_ENV" && echo "$PYTHONPATH" )
 export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1
 sweep() {  # NAME PYTHONPATH ARGS...

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The e2e tier on a GPU host whose SGLang comes from ../shared/device-sglang/build-carry.sh (unpacked in
-# /tmp/sgl_site), from the repo root:   bash scripts/e2e-device.sh "$OUT"
+# The e2e tier on a GPU host whose SGLang release comes from the carry of scripts/build-ddtree-carry.sh (with
+# sglang-0.5.23 among its DDTREE_IMPLS; SGLANG_RELEASE names another), set up by scripts/ddtree-device-setup.sh (on a
+# host with network: pip install the release and its pins), from the repo root:   bash scripts/e2e-device.sh "$OUT"
 # Writes into OUT (5 files): e2e.jsonl (results, tier e2e), e2e-pytest.log, e2e.md and e2e.html (report),
 # e2e-captures.tar.gz (server logs, launch commands, per-phase captures: unpack into
 # tests/e2e/fixtures/captures/ to make them parsing fixtures). pytest is stopped at E2E_BUDGET_S seconds
@@ -11,7 +12,9 @@
 set -uo pipefail
 OUT=${1:?usage: bash scripts/e2e-device.sh OUT_DIR}
 WORK=${E2E_WORK:-/tmp/e2e}
-export PYTHONPATH=/tmp/sgl_site:/tmp/sgl_site/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}
+RELEASE_ENV=/tmp/ddt/impl/${SGLANG_RELEASE:-sglang-0.5.23}/env.sh
+# shellcheck disable=SC1090
+[ -f "$RELEASE_ENV" ] && . /tmp/ddt/env.sh && . "$RELEASE_ENV"
 export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1
 mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/e2e-pytest.log" 2>&1

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Unpack the DDTree implementations kept as tarballs (each a DDTree branch of SGLang's python/ tree) and
 # name each by repo and commit (ddtree-impl.json beside its python/, ddtree_compat/identity.py reads it).
-#   bash scripts/unpack-ddtree-impls.sh [TARBALL_DIR] [OUT_DIR]     (defaults ../shared/ddtree-impls, .ddtree/impls)
+#   bash scripts/unpack-ddtree-impls.sh TARBALL_DIR [OUT_DIR]     (OUT_DIR default .ddtree/impls)
+# TARBALL_DIR: the folder holding your copies of the DDTree trees as python/ tarballs (names as in REPO below).
 # Prints the value for DDTREE_IMPLS (OUT_DIR/<name> joined by ':'); prints nothing when no tarball is there.
 set -euo pipefail
-SRC=${1:-../shared/ddtree-impls}
+SRC=${1:?usage: bash scripts/unpack-ddtree-impls.sh TARBALL_DIR [OUT_DIR]}
 OUT=${2:-.ddtree/impls}
 # name -> repo commit (from the tarballs' README: the branches as published)
 declare -A REPO=(

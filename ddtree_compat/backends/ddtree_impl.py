@@ -13,17 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import impls
+from ..contract import AdapterError, Backend, KernelImpl, locate
+from ..families.attention.places import FA3, MERGE_STATE
 from ..families.attention.records import CASCADE_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..families.ddtree import places
 from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS, FA_FULL, FA_SUFFIX
 from ..static.kernels import Spec, TritonKernel
-from . import Backend, KernelImpl
-from .sglang_locate import AdapterError, Place, locate
 
-FA3 = (Place("sgl_kernel.flash_attn", "flash_attn_with_kvcache", seen="sglang-kernel 0.4.3, 0.4.5"),)
-"""SGLang's FA3 (sgl-kernel's ``flash_ops``), which its ``fa3`` attention backend calls for target verify."""
-MERGE = (Place("sgl_kernel", "merge_state_v2", seen="sglang-kernel 0.4.3, 0.4.5"),)
-"""The cascade's merge of two attention passes by their log-sum-exp (sgl-kernel's prebuilt ``common_ops``)."""
 
 SPEC_PREFIX = "ddtree-impl:"
 
@@ -57,7 +53,7 @@ def _fa3_refuse(target, case) -> str | None:
 def _fa3_cascade_refuse(target, case) -> str | None:
     """As :func:`_fa3_refuse`; also sgl-kernel's ``merge_state_v2`` must load, and every request needs a prefix
     (a server's target verify always has one, its prompt: a prefix pass over no keys is not a case it meets)."""
-    from .sglang_locate import reason
+    from ..contract import reason
 
     why = _fa3_refuse(target, case)
     if why or case is None:
@@ -65,7 +61,7 @@ def _fa3_cascade_refuse(target, case) -> str | None:
     if min(case.prefix_lens) == 0:
         return ("a request without a prefix: SGLang's target verify always has one (the prompt), the cascade's "
                 "prefix pass needs it")
-    return reason(MERGE)
+    return reason(MERGE_STATE)
 
 
 def interpret_subset(target, case) -> str | None:
@@ -251,7 +247,7 @@ class DDTreeImplBackend(Backend):
         import torch
 
         fa3, _ = locate(FA3)
-        merge, _ = locate(MERGE)
+        merge, _ = locate(MERGE_STATE)
         device, n = q.device, max_len_extend
         layout, req_to_token, visibility, seq_lens, width = self._fa3_inputs(
             k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n, page_size)

@@ -22,13 +22,12 @@ same pool.
 
 from __future__ import annotations
 
+from ..contract import AdapterError, Backend, KernelImpl, locate
 from ..families.attention.paging import PagedLayout, paged_layout
+from ..families.attention.places import FLASHINFER_PREFILL as PLACES
 from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..static.kernels import FLASHINFER_VERIFY_ATTENTION
-from . import Backend, KernelImpl
-from .sglang_locate import AdapterError, Place, locate
 
-PLACES = (Place("flashinfer.prefill", "BatchPrefillWithPagedKVCacheWrapper", seen="flashinfer-python 0.6, 0.7"),)
 WORKSPACE_BYTES = 384 << 20  # SGLang's default flashinfer workspace (SGLANG_FLASHINFER_WORKSPACE_SIZE; 512 MB for
 # Qwen-family targets): split-KV partial outputs of long prefixes need over 128 MB (h32 d128, prefix 1000, bs 3)
 FLASHINFER_BACKEND = "fa2"  # what SGLang's flashinfer backend asks for in target verify (prefill_backend)

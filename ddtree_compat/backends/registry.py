@@ -7,12 +7,12 @@ import importlib
 from importlib.metadata import entry_points
 
 from ..errors import BackendError
-from . import kernels_of
+from ..contract import kernels_of
 from .ddtree_impl import SPEC_PREFIX, DDTreeImplBackend, backends_for, from_spec, spec_of
 
 ENTRY_POINT_GROUP = "ddtree_compat.backends"
 BUILTIN = {
-    "oracle": "ddtree_compat.backends.oracle:OracleBackend",
+    "oracle": "ddtree_compat.backends.oracle_column:OracleBackend",
     "sglang-triton": "ddtree_compat.backends.sglang_triton:SGLangTritonBackend",
     "sglang-cuda": "ddtree_compat.backends.sglang_cuda:SGLangCudaBackend",
     "sglang-torch": "ddtree_compat.backends.sglang_torch:SGLangTorchBackend",
@@ -39,7 +39,7 @@ def _load(spec: str, where: str):
     backend = obj() if isinstance(obj, type) else obj
     if not isinstance(getattr(backend, "name", None), str) or not kernels_of(backend):
         raise BackendError(where, spec, "an object with a name and implements (one KernelImpl per kernel, "
-                           "ddtree_compat.backends.KernelImpl)", "not a backend")
+                           "ddtree_compat.contract.KernelImpl)", "not a backend")
     missing = [k for k in kernels_of(backend) if not callable(getattr(backend, k, None))]
     if missing:
         raise BackendError(where, spec, "a method for every kernel it implements", f"no method {missing[0]}")

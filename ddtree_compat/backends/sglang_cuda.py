@@ -8,12 +8,10 @@ all on one CUDA device. One CUDA thread walks each request.
 
 from __future__ import annotations
 
+from ..contract import Backend, KernelImpl, locate
+from ..families.verify.places import VERIFY_CUDA as PLACES
 from ..families.verify.records import VERIFY
 from ..static.kernels import SGL_KERNEL_OPS, SGLANG_VERIFY_CUDA
-from . import Backend, KernelImpl
-from .sglang_locate import Place, locate
-
-PLACES = (Place("sglang.kernels.ops.speculative.tree", "verify_tree_greedy", seen="0.5.22, 0.5.23"),)
 
 
 class SGLangCudaBackend(Backend):

@@ -9,11 +9,9 @@ CPU box this is a skip with that reason; it runs wherever the module imports.
 
 from __future__ import annotations
 
+from ..contract import Backend, KernelImpl, locate
+from ..families.commit.places import MOVE_KV_TORCH as PLACES
 from ..families.commit.records import MOVE_KV
-from . import Backend, KernelImpl
-from .sglang_locate import Place, locate
-
-PLACES = (Place("sglang.srt.mem_cache.memory_pool", "move_kv_cache_native", seen="0.5.12-0.5.23, DDTree trees"),)
 
 
 class SGLangTorchBackend(Backend):

@@ -10,7 +10,7 @@ SGLang's memory pool imports: it needs torchvision and transformers). The verify
 ``C`` and ``accept_width`` from tensor shapes and specialises on them (constexpr), so each shape
 compiles once. Also the target verify's attention, ``extend_attention_fwd``
 (``sglang.kernels.ops.attention.extend_attention``) with a custom mask, under its own tile choice or
-another arch's (:mod:`ddtree_compat.backends.sglang_tiles`).
+another arch's (:mod:`ddtree_compat.families.attention.tiles`).
 """
 
 from __future__ import annotations
@@ -18,37 +18,26 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from .._triton_env import interpreter_scalar_index
+from ..contract import Backend, KernelImpl, interpreter_on, locate
+from ..families.attention import places as attention_places
+from ..families.attention import tiles as sglang_tiles
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
+from ..families.commit import places as commit_places
 from ..families.commit.records import ACCEPT_OUT_CACHE_LOC, ASSIGN_REQ_TO_TOKEN, BONUS_TOKENS, COMMIT_OUTPUTS, FRONT_OUT_CACHE_LOC, MOVE_KV
+from ..families.verify.places import VERIFY_TRITON
 from ..families.verify.records import VERIFY
 from ..static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
                               SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, kv_copy_config)
-from . import Backend, KernelImpl, interpreter_on
-from . import sglang_tiles
-from .sglang_locate import Place, locate
 
-OPS = "sglang.kernels.ops"
-OLD = "sglang.srt.speculative.triton_ops"  # 0.5.15 and the June 2026 DDTree trees
-PLACES = {  # kernel -> where releases keep it (sglang_locate); first found wins
-    VERIFY: (Place(f"{OPS}.speculative.spec_tree", "verify_tree_greedy_triton", seen="0.5.23"),
-             Place("sglang.srt.speculative.eagle_utils", "verify_tree_greedy_triton", seen="0.5.15-0.5.22, ddtree-v2"),
-             Place(f"{OPS}.speculative.spec_tree", "verify_tree_greedy_kernel_triton", "launch", "0.5.18-0.5.22"),
-             Place(f"{OLD}.spec_tree", "verify_tree_greedy_kernel_triton", "launch", "0.5.15")),
-    ACCEPT_OUT_CACHE_LOC.name: (Place(f"{OPS}.speculative.eagle", "fill_accept_out_cache_loc_func", seen="0.5.18+"),
-                                Place(f"{OLD}.eagle", "fill_accept_out_cache_loc", "launch", "0.5.15, dbguo")),
-    FRONT_OUT_CACHE_LOC.name: (Place(f"{OPS}.speculative.cache_locs", "fill_front_out_cache_loc_func", seen="0.5.23"),),
-    COMMIT_OUTPUTS.name: (Place(f"{OPS}.speculative.eagle", "prepare_verify_commit_outputs", seen="0.5.22+"),),
-    BONUS_TOKENS.name: (Place(f"{OPS}.speculative.eagle", "fill_bonus_tokens_func", seen="0.5.18+"),
-                        Place(f"{OLD}.eagle", "fill_bonus_tokens", "launch", "0.5.15, dbguo, rancy-ddtree")),
-    ASSIGN_REQ_TO_TOKEN.name: (Place("sglang.srt.mem_cache.allocation", "assign_req_to_token_pool_func", seen="0.5.18+"),
-                               Place(f"{OLD}.cache_locs", "assign_req_to_token_pool_func", seen="0.5.15"),
-                               Place("sglang.srt.speculative.spec_utils", "assign_req_to_token_pool_func",
-                                     seen="0.5.12")),
-    MOVE_KV.name: (Place(f"{OPS}.kvcache.cache_move", "copy_all_layer_kv_cache_func", seen="0.5.18+"),
-                   Place("sglang.srt.mem_cache.triton_ops.cache_move", "copy_all_layer_kv_cache_tiled", "launch",
-                         "0.5.15, DDTree trees of June 2026"),
-                   Place("sglang.srt.mem_cache.memory_pool", "copy_all_layer_kv_cache_tiled", "launch", "0.5.12")),
-    VERIFY_ATTENTION: sglang_tiles.PLACES,
+PLACES = {  # kernel -> where releases keep it (the families' places.py); first found wins
+    VERIFY: VERIFY_TRITON,
+    ACCEPT_OUT_CACHE_LOC.name: commit_places.ACCEPT_OUT_CACHE_LOC,
+    FRONT_OUT_CACHE_LOC.name: commit_places.FRONT_OUT_CACHE_LOC,
+    COMMIT_OUTPUTS.name: commit_places.COMMIT_OUTPUTS,
+    BONUS_TOKENS.name: commit_places.BONUS_TOKENS,
+    ASSIGN_REQ_TO_TOKEN.name: commit_places.ASSIGN_REQ_TO_TOKEN,
+    MOVE_KV.name: commit_places.MOVE_KV,
+    VERIFY_ATTENTION: attention_places.EXTEND_ATTENTION,
 }
 
 
@@ -82,7 +71,7 @@ def _refuse_attention(target, case) -> str | None:
 
 class SGLangTritonBackend(Backend):
     name = "sglang-triton"
-    attention_tiles = True  # verify_attention can run another arch's tile choice (sglang_tiles)
+    attention_tiles = True  # verify_attention can run another arch's tile choice (families/attention/tiles.py)
     # each with its static-tier entries (compiled for every arch): the verify kernel, the commit step's
     # kernels and the verify attention (each arch's own tile choice)
     implements = (

@@ -26,9 +26,9 @@ Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for 
 * ``dflash-ddtree``: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, budget =
   block size - 1: blocks 9, 13 and 16) and plain DFLASH.
 
-Every speculative configuration runs once per attention backend (:data:`ATTENTION_BACKENDS`; the id ends
+Every speculative configuration runs once per attention backend (:data:`.attention.ATTENTION_BACKENDS`; the id ends
 in ``-attn-<name>``): ``default`` is whatever the installed SGLang chooses for that configuration on this
-host (resolved at run time by asking SGLang, :func:`.server.resolve_attention`), the others are passed as
+host (resolved at run time by asking SGLang, :func:`.probe.resolve_attention`), the others are passed as
 ``--attention-backend``. The target-only server (the lossless baseline) runs on ``triton`` only.
 
 CUDA-graph configurations also get phases at live batch sizes a captured graph pads (3, 5, 6 beside the
@@ -45,6 +45,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from . import checkpoints as ck
+from .attention import SGLANG_CHOICE, TARGET_ATTENTION, parse_attention
 from .expect import PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase, rounds_for
 
 PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree")
@@ -63,13 +64,6 @@ CPU_FOLLOW = "--speculative-ddtree-cpu-follow"
 _FLAG_TAGS = {PRUNE: "prune", CPU_BUILD: "cpubuild", CPU_FOLLOW: "cpufollow", DFLASH_ENABLE_DDTREE: "ddtree"}
 
 
-ATTENTION_BACKENDS = ("default", "triton", "flashinfer", "fa3")
-"""Values of ``--ddtree-e2e-attention``: ``default`` (SGLang's own choice for the configuration on this host)
-and the ``--attention-backend`` values the tier knows how to judge."""
-
-TARGET_ATTENTION = "triton"
-"""The target-only server's attention backend (its tokens are the lossless baseline; triton serves everywhere)."""
-
 CAPTURED_BS = (1, 2, 4, 8)
 """Decode batch sizes captured as CUDA graphs (``--cuda-graph-bs-decode``; SGLang's speculative default
 captures every size 1..8, which would leave nothing padded)."""
@@ -81,21 +75,6 @@ PROMPT_SLOTS = 14
 """Distinct prompts (``j mod 14``): the longest request (97 tokens after a chain prompt ending on
 ``7 + 24 * 16 = 391``) ends at 488, below ``P - 1`` (:func:`.checkpoints.poison_output`), so no correct
 run reaches the poison token."""
-
-
-def parse_attention(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
-    """``--ddtree-e2e-attention`` (comma-separated, repeatable) as a tuple of names, in order, without repeats;
-    empty: every name of :data:`ATTENTION_BACKENDS`.
-
-    Raises:
-        ValueError: an unknown name (the message names the allowed ones).
-    """
-    items = [value] if isinstance(value, str) else list(value or ())
-    names = [n.strip() for item in items for n in item.split(",") if n.strip()]
-    bad = [n for n in names if n not in ATTENTION_BACKENDS]
-    if bad:
-        raise ValueError(f"unknown attention backend {bad[0]!r}; allowed: {', '.join(ATTENTION_BACKENDS)}")
-    return tuple(dict.fromkeys(names)) or ATTENTION_BACKENDS
 
 
 def e2e_profile(suite_profile: str) -> str:

@@ -44,7 +44,7 @@ class), the draft's top-63 tokens share only the ``a`` digit and ``r + j`` is no
 ``j`` therefore agrees iff the agreement agrees at ``r + j - 1``, independently of the other depths:
 the chain-agreement rule of EAGLE drafts, over ``block_size - 1`` depths. The proof that the whole
 network computes this, in bfloat16, is ``tests/e2e/test_checkpoints.py`` (pure-PyTorch forward,
-:mod:`.reference`).
+:mod:`.forward`).
 
 Requirements a request must meet (the profiles' DFlash prompts do, :func:`.configs.chain_prompt`):
 at least ``LOOKBACK - 1`` consecutive tokens before the first root, and no more than

@@ -5,7 +5,7 @@ and utilities: 10-20 s with a dozen servers starting at once on the lent H200), 
 session's probe of the installed SGLang, which imports the same modules for as long. A **standby** overlaps
 the two: started with the session, it imports what the server module imports before it reads its arguments
 (the module's own top-level ``import`` statements, in their order; nothing of its ``__main__`` block), then
-blocks on one line of stdin. :meth:`ddtree_compat.e2e.server.ServerProcess.release` writes the argv there; the
+blocks on one line of stdin. :meth:`ddtree_compat.e2e.process.ServerProcess.release` writes the argv there; the
 standby then runs the module as ``__main__`` exactly as ``python -m`` does (``runpy``, ``sys.argv`` and
 ``__spec__`` set, so SGLang's spawned children import it by name as under ``-m``). An empty line dismisses it
 (it exits 0). A module that fails to import during the standby is not reported there: the run imports it

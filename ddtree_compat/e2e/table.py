@@ -3,7 +3,7 @@ implementation (a column each), the accept length measured, the client throughpu
 
 Reads the e2e tier's result lines (tier ``e2e``; ``.jsonl`` or ``.jsonl.gz``, several files at once: one per
 implementation). The implementation is the part of the backend after ``@`` (``sglang-ddtree@rancy-ddtree-v2``,
-:mod:`.implementation`); the expectation comes from the configuration's construction
+:mod:`ddtree_compat.identity`); the expectation comes from the configuration's construction
 (:func:`.configs.expected_accept` over every profile's plan), not from the results; the measured figures
 are those the judge printed in the verdict message (``log X`` is the ``Decode batch`` lines' mean accept
 length over the phase, ``N tok/s`` the client throughput).

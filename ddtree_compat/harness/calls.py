@@ -1,18 +1,28 @@
-"""The one rule every check follows: call the kernel once, time it, an exception is a fault, problems are
-``wrong`` (an accepted-drafts count of 0 where the oracle accepts more is ``zero-accept``).
+"""The one shape every check has: lay the case out and call the kernel under the fault rule, then judge outside it.
 
-* :func:`check`: turns ``fn(case, backend, device) -> problems`` into a record's ``run(case, backend,
-  target) -> Verdict``;
-* :func:`verdict`: problems (and accepted-drafts counts) to a :class:`~ddtree_compat.outcomes.Verdict`;
-* :func:`fault_verdict`: an exception to a classified ``fault`` (the suite's own adapter failing is an
-  ``error``, never a kernel fault);
-* :func:`synchronize`: wait for a CUDA device (a no-op on the CPU).
+A check is ``fn(case, backend, device) -> judge``, decorated with :func:`check`:
+
+* ``fn`` lays the case out in guarded buffers and calls the backend's kernel methods (or captures and replays them
+  in a CUDA graph, :mod:`.graphs`); it returns its judge, ``judge() -> problems | Findings | Verdict``, without
+  having compared anything.
+* The fault rule: an exception the kernel raises (a call of one of the backend's kernel methods, a graph capture or
+  replay, the device synchronize after them) is a classified ``fault`` (:func:`fault_verdict`; the suite's own
+  adapter failing, :class:`~ddtree_compat.contract.AdapterError`, is an ``error``). ``fn`` gets the backend wrapped
+  in :class:`KernelCalls`, which marks what its kernel methods raise (:class:`KernelRaised`); anything else ``fn``
+  raises (laying the case out, an oracle value it needs to size a buffer) is the suite's own ``error``.
+* The judge runs after the timing, outside the fault rule: whatever it raises (the oracle, the comparison) is an
+  ``error`` of the suite, never a kernel fault. Problems are ``wrong`` (``zero-accept`` when a request the oracle
+  accepts drafts for got 0), none is ``pass`` (:func:`verdict`).
+
+Also :func:`call_once` (run, synchronized, timed), :func:`synchronize` (a no-op on the CPU).
 """
 
 from __future__ import annotations
 
 import functools
 import time
+import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -28,17 +38,79 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize(device)
 
 
+class KernelRaised(Exception):
+    """What the kernel under test raised (its call, its graph's capture or replay, the synchronize after it),
+    carried out of a check so the fault rule sees it: :attr:`error` is the original exception."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
+@contextmanager
+def kernel_running():
+    """While active, an exception is the kernel's: re-raised as :class:`KernelRaised` (the fault rule's)."""
+    try:
+        yield
+    except KernelRaised:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever a kernel raises is classified by the fault rule
+        raise KernelRaised(e) from e
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+class KernelCalls:
+    """A backend as a check holds it: its kernel methods (the kernels it implements,
+    :func:`~ddtree_compat.contract.kernels_of`) run under :func:`kernel_running` and are followed by a device
+    synchronize (not while a CUDA graph is being captured), so a kernel's asynchronous error surfaces as the
+    kernel's; every other attribute is the backend's own."""
+
+    def __init__(self, backend, device: str):
+        from ..contract import kernels_of
+
+        self.__dict__.update(_backend=backend, _device=device, _kernels=frozenset(kernels_of(backend)))
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._backend, name)
+        if name not in self._kernels or not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def call(*args, **kwargs):
+            with kernel_running():
+                out = attr(*args, **kwargs)
+                if not _capturing():
+                    synchronize(self._device)
+            return out
+
+        return call
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self._backend, name, value)
+
+
 def fault_verdict(exc: BaseException, accepted_expected: Sequence[int] | None = None) -> Verdict:
     """The ``fault`` verdict of a kernel call that raised: its class, and whether the CUDA context survived.
-    An :class:`~ddtree_compat.backends.sglang_locate.AdapterError` (the suite's own adapter failed) is an
-    ``error`` instead, never counted as a kernel fault."""
-    from ..backends.sglang_locate import AdapterError
+    An :class:`~ddtree_compat.contract.AdapterError` (the suite's own adapter failed) is an ``error`` instead,
+    never counted as a kernel fault."""
+    from ..contract import AdapterError
 
     text = describe(exc)
     if isinstance(exc, AdapterError):
         return Verdict("error", f"the suite's adapter failed: {text}", accepted_expected=list(accepted_expected or []))
     return Verdict("fault", text, accepted_expected=list(accepted_expected or []), fault_class=classify(text),
                    context_poisoned=context_poisoned())
+
+
+def own_error(what: str, exc: BaseException, accepted_expected: Sequence[int] | None = None) -> Verdict:
+    """The ``error`` verdict of the suite's own code raising (``what``: where), naming the line that raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename.rpartition('ddtree_compat/')[2]}:{frames[-1].lineno}" if frames else ""
+    return Verdict("error", f"the suite's own {what} raised{where}: {describe(exc)}",
+                   accepted_expected=list(accepted_expected or []))
 
 
 @dataclass
@@ -78,39 +150,58 @@ def verdict(found: "Findings | Sequence[str]", duration: float = 0.0) -> Verdict
 
 
 def call_once(call: Callable[[], object], device: str) -> tuple[object, float]:
-    """Run ``call`` (the kernel launch, or a graph replay) once and wait for the device; its result and
-    seconds. Exceptions propagate (the caller's :func:`check` makes them faults)."""
-    synchronize(device)
+    """Run ``call`` (the kernel launch, or a graph replay) once between two device synchronizes; its result and
+    seconds. Exceptions propagate; those of the synchronizes are the kernel's (:class:`KernelRaised`)."""
+    with kernel_running():
+        synchronize(device)
     start = time.perf_counter()
     result = call()
-    synchronize(device)
+    with kernel_running():
+        synchronize(device)
     return result, time.perf_counter() - start
 
 
 def check(fn: Callable | None = None, *, accepted: Callable | None = None):
-    """``fn(case, backend, device) -> problems | Findings | judge`` as a record's ``run(case, backend, target)
-    -> Verdict``: run once, timed, on ``target.device``; an exception in ``fn`` (laying out, the call) is a
-    classified fault (:func:`fault_verdict`); the findings become a verdict (:func:`verdict`). When ``fn``
-    returns a callable ``judge() -> problems | Findings``, judging runs after the timing and outside the
-    fault rule: an exception there is the suite's own error, never a kernel fault.
+    """``fn(case, backend, device) -> judge`` as a record's ``run(case, backend, target) -> Verdict`` (the module
+    docstring has the rule): ``fn`` runs once, timed, on ``target.device``, with the backend wrapped in
+    :class:`KernelCalls`; what its kernel raises is a classified fault (:func:`fault_verdict`), anything else it
+    raises an ``error`` of the suite; then its judge runs outside the fault rule (an exception there is an ``error``
+    too). ``judge()`` returns problems, :class:`Findings` or a finished :class:`~ddtree_compat.outcomes.Verdict`.
 
     ``target`` is a :class:`~ddtree_compat.tiers.Target` or a torch device string; keyword options go to ``fn``.
 
     Args:
-        accepted: ``(case) -> accepted drafts per request``, recorded with a fault too.
+        accepted: ``(case) -> accepted drafts per request`` (the oracle's), recorded with a fault too.
+
+    Raises:
+        TypeError: ``fn`` returned no judge (a check of another shape: a bug of the suite).
     """
 
     def wrap(fn):
         @functools.wraps(fn)
         def run(case, backend, target, **options) -> Verdict:
             device = target if isinstance(target, str) else target.device
-            expected = list(accepted(case)) if accepted else []
             try:
-                found, duration = call_once(lambda: fn(case, backend, device, **options), device)
-            except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
-                return fault_verdict(e, expected)
-            if callable(found):
-                found = found()
+                expected = list(accepted(case)) if accepted else []
+            except Exception as e:  # noqa: BLE001 - the oracle's accepted drafts: ours
+                return own_error("oracle (accepted drafts)", e)
+            calls = KernelCalls(backend, device)
+            try:
+                judge, duration = call_once(lambda: fn(case, calls, device, **options), device)
+            except KernelRaised as e:
+                return fault_verdict(e.error, expected)
+            except Exception as e:  # noqa: BLE001 - laying the case out is the suite's own code
+                return own_error("check (laying the case out)", e, expected)
+            if not callable(judge):
+                raise TypeError(f"{fn.__module__}.{fn.__qualname__} returned {type(judge).__name__}, not its judge: "
+                                "a check calls the kernel and returns judge() (ddtree_compat.harness.calls)")
+            try:
+                found = judge()
+            except Exception as e:  # noqa: BLE001 - the judge (the oracle, the comparison) is ours
+                return own_error("judge (the oracle or the comparison)", e, expected)
+            if isinstance(found, Verdict):
+                found.duration_s = duration
+                return found
             if isinstance(found, Findings):
                 if not found.accepted_expected:
                     found.accepted_expected = expected

@@ -2,8 +2,9 @@
 
 :func:`capture` warms the step up on a side stream (Triton and JIT compiles happen outside the capture),
 then captures it; the caller copies the runtime data into the static buffers and re-poisons the outputs;
-:func:`replay` runs the graph once, synchronised, and returns its seconds. Exceptions propagate: a graph
-cell's :func:`~ddtree_compat.harness.calls.check` (or its own ``try``) makes them classified faults.
+:func:`replay` runs the graph once, synchronised, and returns its seconds. Both run the kernels under test, so what
+they raise is the kernel's (:class:`~ddtree_compat.harness.calls.KernelRaised`): a graph cell's
+:func:`~ddtree_compat.harness.calls.check` makes it a classified fault.
 """
 
 from __future__ import annotations
@@ -13,9 +14,20 @@ from typing import Callable
 
 import torch
 
+from .calls import kernel_running
+
 
 def capture(step: Callable[[], object], device: str) -> "torch.cuda.CUDAGraph":
-    """Warm ``step`` up once on a side stream, then capture it in a new CUDA graph on ``device``."""
+    """Warm ``step`` up once on a side stream, then capture it in a new CUDA graph on ``device``.
+
+    Raises:
+        KernelRaised: the warm-up or the capture raised (the kernel's, for the fault rule).
+    """
+    with kernel_running():
+        return _capture(step, device)
+
+
+def _capture(step: Callable[[], object], device: str) -> "torch.cuda.CUDAGraph":
     stream = torch.cuda.Stream(device)
     stream.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(stream):
@@ -29,9 +41,14 @@ def capture(step: Callable[[], object], device: str) -> "torch.cuda.CUDAGraph":
 
 
 def replay(graph: "torch.cuda.CUDAGraph", device: str) -> float:
-    """Replay ``graph`` once after the device is idle; the replay's seconds."""
-    torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    graph.replay()
-    torch.cuda.synchronize(device)
+    """Replay ``graph`` once after the device is idle; the replay's seconds.
+
+    Raises:
+        KernelRaised: the replay (or the synchronize after it) raised.
+    """
+    with kernel_running():
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize(device)
     return time.perf_counter() - start

@@ -12,14 +12,16 @@ from __future__ import annotations
 import shlex
 import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pytest
 
-from .. import records
-from ..known_issues import KnownIssue
 from ..outcomes import Verdict
 from ..tiers import Target
 from .session import GRAPH_NEEDS_DEVICE, suite
+
+if TYPE_CHECKING:
+    from ..known_issues import KnownIssue
 
 
 @dataclass
@@ -61,6 +63,8 @@ def coordinates(target: Target, backend, case, nodeid: str, kernel: str) -> dict
 def known_issue(sess, target: Target, backend, kernel: str, case) -> KnownIssue | None:
     """The manifest entry covering a cell: a cell of a record the manifest keys (the verify grid's and the
     DDTree kernels'), or any other cell (a graph replay) that an entry names by its kernel label."""
+    from .. import records
+
     record = records.get(kernel)
     keyed = record is not None and record.known_issues and kernel == record.label_of(case)
     if not keyed and not hasattr(case, "coordinates"):
@@ -83,6 +87,7 @@ def record_of(cell: Cell):
 def replay_line(path, backend, target: Target, nodeid: str, kernel: str) -> str:
     """The one line that replays a failing cell: in-process via the CLI (:func:`ddtree_compat.records.replay_cli`)
     and as the same pytest cell, or only the pytest cell where no record replays its kernel label."""
+    from .. import records
     from ..backends.registry import replay_spec
     from ..families.verify.records import VERIFY
 
@@ -106,13 +111,13 @@ def env_line(env: dict) -> str:
 def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[str, ...] = ()) -> str | None:
     """Why this cell cannot run here (``None``: it can). ``needs``: the backend kernels a custom cell
     launches (a label that is no record's, like ``verify_commit@graph``, needs them all)."""
-    from ..backends import implementation, kernels_of, unavailable
+    from ..contract import base_name, implementation, kernels_of, unavailable
 
-    launched = needs or (records.base_name(kernel),)
+    launched = needs or (base_name(kernel),)
     missing = [k for k in launched if k not in kernels_of(backend)]
     if missing:
         return f"{backend.name} has no {', '.join(missing)} kernel"
-    reason = next(filter(None, (unavailable(backend, k, target, case if k == records.base_name(kernel) else None)
+    reason = next(filter(None, (unavailable(backend, k, target, case if k == base_name(kernel) else None)
                                 for k in launched)), None)
     if not reason and kernel.endswith("@graph"):
         if target.tier != "device":
@@ -129,7 +134,8 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
     Writes the cell's ``start`` line first. After a sticky CUDA fault it records the cell and, in an
     xdist worker, exits the worker (see :mod:`ddtree_compat.isolation`).
     """
-    from ..isolation import exit_worker, in_xdist_worker, is_sticky
+    from ..isolation import exit_worker, is_sticky
+    from ..tiers import in_xdist_worker
     from .sanitizer import sanitize
 
     sess = suite(request.config)
@@ -139,7 +145,7 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
     node.stash[CELL] = cell
     if cell.known_issue is not None and node.get_closest_marker("xfail") is None:  # a cell the test parametrized
         request.applymarker(pytest.mark.xfail(strict=cell.known_issue.strict, reason=cell.known_issue.describe()))
-    from ..backends.sglang_locate import AdapterError
+    from ..contract import AdapterError
 
     try:
         reason = unavailable_reason(backend, target, kernel, case, needs)
@@ -181,6 +187,8 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
 
 def run_record(kernel: str, case, backend, target: Target):
     """``run() -> Verdict`` for a cell of a registered kernel (its record's ``run``)."""
+    from .. import records
+
     record = records.get(kernel)
     return lambda: record.runner()(case, backend, target)
 
@@ -191,6 +199,8 @@ def ddtree_check(request: pytest.FixtureRequest):
     name, :mod:`ddtree_compat.records`) through its record's check; see :func:`check_cell`."""
 
     def check(target: Target, backend, kernel: str, case) -> Verdict:
+        from .. import records
+
         record = records.get(kernel)
         if record is None:
             raise pytest.UsageError(f"ddtree_check: no kernel record named {kernel!r} "

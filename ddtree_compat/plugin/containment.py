@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from ..isolation import scan
 from ..outcomes import Verdict
 from .cells import OUTCOME_PROPERTY, TIER_PROPERTY, Cell, record_of
 from .session import active, suite
@@ -39,6 +38,8 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     path = sess.results if sess is not None else config.getoption("ddtree_results")
     if not path or not Path(path).exists():
         return
+    from ..isolation import scan
+
     results, starts = scan(path)
     line = results.get(crashitem)
     if line is None:
@@ -70,6 +71,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     sess = active(config)
     if sess is None or not sess.resume or sess.writer is None:
         return
+    from ..isolation import scan
+
     finished, _ = scan(sess.writer.path, sess.resume_limit)
     keep = [i for i in items if i.nodeid not in finished]
     done = [i for i in items if i.nodeid in finished]

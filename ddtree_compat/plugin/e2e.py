@@ -12,35 +12,25 @@ from pathlib import Path
 
 import pytest
 
-from ..isolation import in_xdist_worker
 from ..outcomes import Verdict
-from ..tiers import E2E
+from ..tiers import E2E, in_xdist_worker
 from .cells import CELL, Cell, is_e2e_item, item_params
 from .markers import arch_marks
 from .progress import clock
 from .session import active, suite
 
-_ATTENTION: tuple[str, ...] = ()
-"""The ``--ddtree-e2e-attention`` names of this process (set in :func:`pytest_configure`)."""
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    """Check ``--ddtree-e2e-attention`` before anything runs: an unknown name, or (where servers can start: a
-    GPU, or a stand-in server) one the installed SGLang's ``--attention-backend`` lacks, is a one-line usage
-    error."""
-    global _ATTENTION
+    """Check ``--ddtree-e2e-attention`` before anything runs: the option asks for the suite, whose creation parses it
+    (an unknown name is a one-line usage error there: :func:`.session.e2e_attention_of`); where servers can start
+    (a GPU, or a stand-in server), a name the installed SGLang's ``--attention-backend`` lacks is one too."""
     config.pluginmanager.register(VerdictLines(config), "ddtree-e2e-verdict-lines")
     given = config.getoption("ddtree_e2e_attention", None) or []
-    if not given:  # every backend (the e2e cells resolve ``()`` so): nothing to check, nothing imported here
-        _ATTENTION = ()
+    sess = active(config)
+    if not given or sess is None:  # not given: every backend, nothing to check, nothing imported here
         return
-    from ..e2e.configs import parse_attention
+    from ..e2e.attention import SGLANG_CHOICE
 
-    try:
-        _ATTENTION = parse_attention(given)
-    except ValueError as e:
-        raise pytest.UsageError(f"field '--ddtree-e2e-attention' = {','.join(given)!r}: {e}") from None
-    explicit = [n for n in _ATTENTION if n != "default"]
+    explicit = [n for n in sess.e2e_attention if n != SGLANG_CHOICE]
     if explicit and not getattr(config, "workerinput", None):
         _check_installed(explicit, given)
 
@@ -49,7 +39,8 @@ def _check_installed(names: list[str], given: list[str]) -> None:
     """Usage error when the installed SGLang (probed as the servers will run it) has no ``--attention-backend``
     value for one of ``names``; nothing is checked where no server could start or the probe cannot tell."""
     from ..arch import detect_gpus
-    from ..e2e.server import SERVER_MODULE, missing_attention, probe
+    from ..e2e.command import SERVER_MODULE
+    from ..e2e.probe import missing_attention, probe
 
     try:
         gpus = detect_gpus()
@@ -70,14 +61,15 @@ def e2e_params(sess) -> list:
     """One param per (server configuration, phase) of the profile: marked ``e2e``, with the arch markers of
     the GPU the servers run on, an ``xdist_group`` per server (``--dist loadgroup`` keeps a server's cells in
     one worker) and a timeout covering the server's start."""
-    from ..e2e.session import READY_S, REQUEST_S, cells
+    from ..e2e.scheduler import READY_S, REQUEST_S
+    from ..e2e.session import cells
 
     arch = sess.e2e_arch()
     marks = [getattr(pytest.mark, E2E), pytest.mark.timeout(READY_S + 2 * REQUEST_S)]
     if sess.gpus and not any(g.fake for g in sess.gpus):
         marks += arch_marks(arch)
     return [pytest.param(c, id=f"{arch}-{c.id}", marks=[*marks, pytest.mark.xdist_group(c.config.id)])
-            for c in cells(sess.profile, _ATTENTION)]
+            for c in cells(sess.e2e_configs)]
 
 
 def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "", attention: str = "") -> dict:
@@ -135,7 +127,7 @@ def e2e_session(config: pytest.Config):
         root = Path(sess.e2e_dir)
         if in_xdist_worker(config):  # each worker starts its own servers: its own checkpoints, logs, timeline
             root = root / config.workerinput["workerid"]
-        sess.e2e_session = E2ESession(root, sess.profile, sess.gpus, attention=_ATTENTION, started=started)
+        sess.e2e_session = E2ESession(root, sess.e2e_configs, sess.gpus, started=started)
         sess.e2e_session.select(sess.e2e_selected, planned=not in_xdist_worker(config))
         config.add_cleanup(sess.e2e_session.close)
     return sess.e2e_session
@@ -200,23 +192,17 @@ def ddtree_check_e2e(request: pytest.FixtureRequest, ddtree_e2e_session):
     def check(e2e_cell):
         sess = suite(request.config)
         node = request.node
-        cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid,
-                                                       ddtree_e2e_session.implementation_name()))
-        failure = ddtree_e2e_session.probe_failure()
-        if failure:
-            cell.verdict = Verdict("error", f"probing the installed SGLang failed: {failure}")
-            pytest.fail(f"error: {e2e_cell.id}: {cell.verdict.message}", pytrace=False)
-        reason = ddtree_e2e_session.reason(e2e_cell.config)
+        cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid))
+        plan = ddtree_e2e_session.plan(e2e_cell.config)  # computed once per configuration (e2e/launch.py)
         attention = ddtree_e2e_session.attention_name(e2e_cell.config) if not ddtree_e2e_session.host_reason() else ""
         cell = node.stash[CELL] = Cell(e2e_coordinates(e2e_cell, sess.e2e_arch(), node.nodeid,
                                                        ddtree_e2e_session.implementation_name(), attention))
-        if reason:
-            cell.verdict = Verdict("skip", reason)
-            pytest.skip(reason)  # the cell is the node id: equal reasons group in -ra
-        failure = ddtree_e2e_session.attention_failure(e2e_cell.config)
-        if failure:
-            cell.verdict = Verdict("error", f"asking the installed SGLang for its attention backend failed: {failure}")
+        if plan.failure:  # asking the installed SGLang failed: an error of the setup, never a skip or a verdict
+            cell.verdict = Verdict("error", plan.failure)
             pytest.fail(f"error: {e2e_cell.id}: {cell.verdict.message}", pytrace=False)
+        if plan.reason:
+            cell.verdict = Verdict("skip", plan.reason)
+            pytest.skip(plan.reason)  # the cell is the node id: equal reasons group in -ra
         if sess.writer is not None:
             sess.writer.start(cell.coords)
         try:

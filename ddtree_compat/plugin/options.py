@@ -137,7 +137,7 @@ def asked(config: pytest.Config) -> bool:
     """Whether the session asked for the suite by an option on the command line or in the ini file (a value
     differing from what the environment sets). A ``DDTREE_*`` variable alone asks nothing: it is the default
     the suite takes once something asks, so a CI job exporting ``DDTREE_IMPLS`` does not make every pytest
-    process it starts load SGLang and the implementations (about 13 s each on a 2-core box). (A marker
+    process it starts load SGLang and the implementations (seconds each). (A marker
     selection or a ddtree fixture asks too: :mod:`.session`.)"""
     return any(config.getoption(o.dest) != o.env_default() for o in OPTIONS)
 

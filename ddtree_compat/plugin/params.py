@@ -1,7 +1,7 @@
 """Parametrization: which cells a test gets, their ids and marks, all read from the kernel records.
 
 A test that asks for ``ddtree_target`` and ``ddtree_backend`` plus a record's case argument
-(``ddtree_case``, ``ddtree_commit_case``, ...; :attr:`ddtree_compat.records.KernelRecord.case_param`)
+(``ddtree_case``, ``ddtree_commit_case``, ...; :attr:`ddtree_compat.contract.KernelRecord.case_param`)
 is parametrized over target x backend (those implementing the kernel) x the record's cases; with
 ``ddtree_kernel`` too, over every record sharing that argument, the kernel in the id. Ids read like
 the matrix: ``sm90-sglang-cuda-b8-spine-deep-bs3``, ``interpret-oracle-move_kv-b8-...``. Marks: the
@@ -16,15 +16,11 @@ from __future__ import annotations
 
 import pytest
 
-from .. import records
-from ..backends import kernels_of
-from ..families.ddtree.records import RECORDS as _DDTREE_RECORDS
 from .cells import known_issue
 from .markers import EMULATED, arch_marks, target_marks
-from .session import NO_IMPLEMENTATION, suite
+from .session import NO_IMPLEMENTATION, active, suite
 
 TARGET, BACKEND, KERNEL = "ddtree_target", "ddtree_backend", "ddtree_kernel"
-DDTREE_KERNELS = frozenset(r.name for r in _DDTREE_RECORDS)
 NEEDS = "ddtree_needs"
 """``@pytest.mark.ddtree_needs(kernel, ...)``: a test that asks only for target x backend gets the backends
 implementing all of these kernels (default: ``verify_tree_greedy``)."""
@@ -45,6 +41,11 @@ def _param(sess, target, backend, record, case, with_kernel: bool):
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = set(metafunc.fixturenames)
+    if active(metafunc.config) is None and not any(n.startswith("ddtree_") for n in names):
+        return  # a test of another project: the kernel records (NumPy, the families) are never loaded for it
+    from .. import records
+    from ..contract import kernels_of
+
     params = sorted(records.case_params() & names)
     wanted = {TARGET, BACKEND, "ddtree_static_cell", "ddtree_e2e_cell", *params}
     if not names & wanted:
@@ -88,8 +89,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _no_backend(sess, argnames, needs: tuple[str, ...]):
     """The one parameter of a test no backend of this session can run: a skip that says why (pytest's own
     empty parameter set only says it is empty). Its values are ``None``: no cell, nothing recorded."""
+    from .. import records
+
     names = ", ".join(needs[:3]) + (f" +{len(needs) - 3} more" if len(needs) > 3 else "")
     reason = f"no backend in this session has {names}"
-    if any(n in DDTREE_KERNELS for n in needs) and not sess.implementations:
+    if any(getattr(records.get(n), "table", "") == "ddtree" for n in needs) and not sess.implementations:
         reason += f": these are a DDTree implementation's kernels; {NO_IMPLEMENTATION}"
     return pytest.param(*(None,) * len(argnames), id="no-backend", marks=pytest.mark.skip(reason=reason))

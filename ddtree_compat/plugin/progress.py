@@ -1,13 +1,12 @@
 """What a session says while it runs (the controller process only; a session with no cell of ours hears nothing):
 
 * when the first cell reports, one line per backend: what runs here, what skips and why (from the backends'
-  declarations, :func:`ddtree_compat.backends.unavailable`), and a line when no DDTree implementation was found
+  declarations, :func:`ddtree_compat.contract.unavailable`), and a line when no DDTree implementation was found
   (a session whose cells are all e2e cells, the test command's among them: one line, the kernel backends are
   not resolved for it). Under xdist the first worker (``gw0``), which imports SGLang for its own cells anyway,
   writes them and sends them with its first cell's report: the controller imports no backend (that import held
-  the controller for ~25 s while every worker's reports, and then the workers, waited on it:
-  docs/benchmarks/2026-12-02-session12.md); it writes them itself only when no worker sent them by the session's
-  end;
+  the controller while every worker's reports, and then the workers, waited on it: ``docs/benchmarks-history.md``);
+  it writes them itself only when no worker sent them by the session's end;
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
   the static tier's compiles done and left, and the test running longest (which kernel x arch compiles,
   in a static cell's id: ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``).
@@ -21,8 +20,7 @@ import time
 
 import pytest
 
-from ..isolation import in_xdist_worker
-from ..tiers import E2E, STATIC
+from ..tiers import E2E, STATIC, in_xdist_worker
 from .cells import OUTCOME_PROPERTY, TIER_PROPERTY, is_cell_item, is_e2e_item, report_property
 from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
@@ -55,8 +53,8 @@ def backend_line(backend, target) -> str:
     """What a backend runs on a target, in one line: ``sglang-triton on interpret: runs 6 of 8 kernels; skips
     front_out_cache_loc, assign_req_to_token (front_out_cache_loc: <why>; assign_req_to_token: <why>)``, or ``skips
     all 2 kernels``, ``skips its one kernel, verify_tree_greedy: <why>`` where none runs; at most two reasons spelled
-    out (from :func:`ddtree_compat.backends.unavailable`)."""
-    from ..backends import kernels_of, unavailable
+    out (from :func:`ddtree_compat.contract.unavailable`)."""
+    from ..contract import kernels_of, unavailable
 
     names = list(kernels_of(backend))
     reasons: dict[str, list[str]] = {}

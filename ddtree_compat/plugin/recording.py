@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from .. import records
-from ..known_issues import status
 from ..outcomes import Verdict
 from ..tiers import Target
 from .cells import CELL, OUTCOME_PROPERTY, TIER_PROPERTY, Cell, coordinates, item_params, known_issue, record_of
@@ -24,6 +22,7 @@ def cell_from_params(item: pytest.Item) -> Cell | None:
     sess = active(item.config)
     if sess is None:
         return None
+    from .. import records
     from ..static.runner import StaticCell
 
     if isinstance(params.get("ddtree_static_cell"), StaticCell):  # (an empty parameter set gives NOTSET)
@@ -62,6 +61,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                                ("ddtree_backend", cell.coords.get("backend")),
                                ("ddtree_kernel", cell.coords.get("kernel"))]
     if cell.known_issue is not None and cell.verdict.outcome != "skip":
+        from ..known_issues import status
+
         report.user_properties.append(("ddtree_known_issue", status(cell.verdict.outcome, cell.known_issue.id)))
     sess = active(item.config)
     if sess is not None and sess.writer is not None:

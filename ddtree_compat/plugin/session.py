@@ -16,17 +16,20 @@ from __future__ import annotations
 import gc
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from functools import cached_property
 from pathlib import Path
 
 import pytest
 
-from .. import known_issues
 from ..arch import ARCHES, Gpu, detect_gpus
 from ..errors import DDTreeInputError
-from ..records import CaseContext, KernelRecord
 from ..tiers import Target, resolve_tier, targets_for
 from . import markers, options
+
+if TYPE_CHECKING:
+    from .. import known_issues
+    from ..contract import CaseContext, KernelRecord
 
 NO_IMPLEMENTATION = ("no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
                      "SGLang; the installed sglang has no DDTree modules)")
@@ -62,11 +65,12 @@ class Suite:
     resume_limit: int = 0
     sanitize: str = ""
     poisoned_by: str = ""
-    known: known_issues.Manifest = field(default_factory=known_issues.Manifest)
+    known: known_issues.Manifest | None = None  # the known-issues manifest (an empty one where none is read)
     static: bool = True
     static_cache: str = ""
     attention_profile: str = "interpret"
     e2e_dir: str = options.DEFAULT_E2E_DIR
+    e2e_attention: tuple[str, ...] = ()  # the attention backends of --ddtree-e2e-attention, parsed once
     e2e_selected: list = field(default_factory=list)
     e2e_session: object = None  # the e2e tier's E2ESession, once created (plugin/e2e.py)
     progress_s: float = 30.0
@@ -97,6 +101,8 @@ class Suite:
 
     @cached_property
     def context(self) -> CaseContext:
+        from ..contract import CaseContext
+
         return CaseContext(self.profile, self.cases(), self.attention_profile, bool(self.case_files))
 
     def cases_of(self, record: KernelRecord) -> tuple:
@@ -110,6 +116,15 @@ class Suite:
         from ..static.runner import static_cells
 
         return static_cells(self.backends, self.cases(), profile=self.profile) if self.static else []
+
+    @cached_property
+    def e2e_configs(self) -> list:
+        """The e2e tier's server configurations (:func:`ddtree_compat.e2e.configs.plan` of the profile, on each
+        backend of :attr:`e2e_attention`), planned once per process: collection parametrizes them and the session
+        launches them."""
+        from ..e2e.configs import e2e_profile, plan
+
+        return plan(e2e_profile(self.profile), attention=self.e2e_attention)
 
     def e2e_arch(self) -> str:
         """The arch the e2e servers run on (the first visible GPU), ``nogpu`` without one."""
@@ -156,6 +171,8 @@ def _create(config: pytest.Config) -> Suite:
     case_files = config.getoption("ddtree_case")
     for p in case_files:
         VerifyCase.load(p)  # validate now: a bad case is a usage error, never a skipped cell
+    from .. import known_issues
+
     known = known_issues.load(config.getoption("ddtree_known_issues"))
     targets = targets_for(tier, gpus)
     if tier == "interpret":  # before the required backends' modules are imported below (and any kernel)
@@ -164,13 +181,14 @@ def _create(config: pytest.Config) -> Suite:
         enable_interpreter()
     _check_required(config.getoption("ddtree_require_backend"), chosen, targets)
     attention = config.getoption("ddtree_attention_profile")
+    e2e_attention = e2e_attention_of(config.getoption("ddtree_e2e_attention"))
     created = Suite(tier, profile, gpus, targets, chosen, case_files, Path(config.getoption("ddtree_cases_dir")),
                     config.getoption("ddtree_results") or None, fsync=config.getoption("ddtree_fsync"),
                     resume=config.getoption("ddtree_resume"), sanitize=config.getoption("sanitize"), known=known,
                     static=config.getoption("ddtree_static") == "on",
                     static_cache=config.getoption("ddtree_static_cache"),
                     attention_profile=tier if attention == "auto" else attention,
-                    e2e_dir=config.getoption("ddtree_e2e_dir"), progress_s=progress_seconds(config.getoption("ddtree_progress")))
+                    e2e_dir=config.getoption("ddtree_e2e_dir"), e2e_attention=e2e_attention, progress_s=progress_seconds(config.getoption("ddtree_progress")))
     worker = getattr(config, "workerinput", None)
     if created.results and worker is None:
         from ..results import check_appendable
@@ -184,6 +202,21 @@ def _create(config: pytest.Config) -> Suite:
     return created
 
 
+def e2e_attention_of(given: list[str] | None) -> tuple[str, ...]:
+    """``--ddtree-e2e-attention`` as the tuple of backend names the e2e tier serves on (every one when not given).
+
+    Raises:
+        DDTreeInputError: an unknown name (one line, naming the allowed ones).
+    """
+    from ..e2e.attention import ATTENTION_BACKENDS, parse_attention
+
+    try:
+        return parse_attention(given)
+    except ValueError as e:
+        raise DDTreeInputError("--ddtree-e2e-attention", ",".join(given or ()), ", ".join(ATTENTION_BACKENDS),
+                               str(e).partition(";")[0]) from None
+
+
 def progress_seconds(value) -> float:
     try:
         seconds = float(value)
@@ -195,7 +228,7 @@ def progress_seconds(value) -> float:
 
 
 def _check_required(required: list[str], chosen: list, targets: list[Target]) -> None:
-    from ..backends import backend_unavailable
+    from ..contract import backend_unavailable
 
     by_name = {b.name: b for b in chosen}
     for name in required:
@@ -271,12 +304,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
     A session of ours holds ~half a million objects (the grid, SGLang's and torch's modules). After the
     unconfigure hooks pytest collects five times over to surface exceptions raised in ``__del__``
-    (``_pytest.unraisableexception``), and the interpreter collects again at exit: ~3 s and ~1 s more of
-    every pytest process and xdist worker on a 2-core box (sessions the test command starts by the dozen;
-    each worker's exit at the end of a sweep). One collection here still finalizes every unreachable
-    object while pytest's hook reports what it raises; the frozen rest are live objects, which the later
-    collections skip (those in reference cycles are left to the process's exit, like much else at exit).
-    Figures: ``docs/benchmarks/2026-12-02-session13.md``."""
+    (``_pytest.unraisableexception``), and the interpreter collects again at exit: seconds more of every pytest
+    process and xdist worker (sessions the test command starts by the dozen; each worker's exit at the end of a
+    sweep). One collection here still finalizes every unreachable object while pytest's hook reports what it
+    raises; the frozen rest are live objects, which the later collections skip (those in reference cycles are
+    left to the process's exit, like much else at exit)."""
     if active(config) is not None:
         from ..static.runner import shutdown_pools
 

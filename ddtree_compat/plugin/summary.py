@@ -10,7 +10,6 @@ from collections import Counter
 import pytest
 
 from ..outcomes import OUTCOMES
-from ..results import REPORT_BY_SWEEP
 from ..tiers import E2E, STATIC
 from .cells import OUTCOME_PROPERTY, TIER_PROPERTY
 from .session import active, suite
@@ -115,6 +114,8 @@ class Summary:
                                         f"{counts[('known', 'xpass')]} passed (XPASS: fixed, or, for a non-strict "
                                         f"entry, a draw the issue does not hit; see {sess.known.path})")
         if sess.writer is not None:
+            from ..results import REPORT_BY_SWEEP
+
             ran = sum(n for (group, outcome), n in counts.items()
                       if group in ("grid", STATIC, E2E) and outcome != "skip")
             if not ran:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ..outcomes import FAILED, OUTCOMES, WORST_FIRST
 from .. import records
+from ..contract import base_name
 from ..arch import parse_arch
 from ..errors import ArchError
 from ..families.verify.records import VERIFY
@@ -221,7 +222,7 @@ def arch_key(arch: str) -> tuple:
 def kernel_key(label: str) -> tuple:
     """Kernels in registry order, a label after its kernel (``verify_tree_greedy@graph``), other labels last."""
     names = list(records.registry())
-    base = records.base_name(label)
+    base = base_name(label)
     return (names.index(base) if base in names else len(names), label)
 
 
@@ -239,7 +240,7 @@ def place(r: ResultRecord) -> str:
 def summary_label(r: ResultRecord) -> tuple[str, str, str]:
     """A summary-table row: ``(table, kernel, backend)``; verify attention's tile choices share one row."""
     table = table_of(r)
-    return table, records.base_name(r.kernel) if table == "attention" else r.kernel, r.backend
+    return table, base_name(r.kernel) if table == "attention" else r.kernel, r.backend
 
 
 @dataclass

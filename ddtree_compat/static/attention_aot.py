@@ -7,7 +7,7 @@ SGLang 0.5.23's target verify (Triton attention backend) calls ``extend_attentio
 ``num_stages`` and the constexpr flags, and launches ``_fwd_kernel[grid](...)``. We do not restate any
 of that: :func:`sglang_launch` calls ``extend_attention_fwd`` itself on small CPU tensors laid out as
 the verify path lays them out (custom mask on, ``is_causal=True``, unit ``k_scale``/``v_scale``, page
-size 1; see ``docs/verify-attention.md``), under :func:`ddtree_compat.backends.sglang_tiles.capability`
+size 1; see ``docs/verify-attention.md``), under :func:`ddtree_compat.families.attention.tiles.capability`
 for the target arch, with ``_fwd_kernel`` replaced by a recorder that keeps the arguments and launches
 nothing. :func:`signature_of` then types each argument the way Triton's JIT would at launch
 (``native_specialize_impl``: ``*bf16``, ``i32``, ``fp32``; an integer 1 or ``None`` becomes a constexpr,
@@ -23,10 +23,9 @@ from contextlib import contextmanager
 from dataclasses import replace
 from unittest import mock
 
+from ..families.attention.places import EXTEND_ATTENTION_KERNEL as FN
 from .build import Build, BuildError, Unavailable
-from .triton_aot import compile_kernel, load_object
-
-FN = "sglang.kernels.ops.attention.extend_attention:_fwd_kernel"
+from .triton_aot import compile_kernel, describe, load_object
 TILE_WORDS = ("BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV", "BLOCK_M", "BLOCK_N", "BLOCK_N_PREFIX")
 # The verify batch the launch is recorded with: shapes only matter through strides and head counts.
 BATCH, ROWS_PER_REQ, PREFIX, HEADS, KV_HEADS = 2, 4, 8, 8, 2  # GQA group 4 (kv_group_num stays a runtime i32)
@@ -55,9 +54,9 @@ def sglang_launch(arch: str, head_dim: int, dtype: str) -> tuple[tuple, dict]:
     """
     import torch
 
-    from ..backends import sglang_tiles
+    from ..families.attention import tiles
 
-    module = sglang_tiles.extend_attention_module()
+    module = tiles.extend_attention_module()
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype]
     rows, slots = BATCH * ROWS_PER_REQ, BATCH * PREFIX
     q = torch.zeros(rows, HEADS, head_dim, dtype=dt)
@@ -69,7 +68,7 @@ def sglang_launch(arch: str, head_dim: int, dtype: str) -> tuple[tuple, dict]:
     block = ROWS_PER_REQ * (PREFIX + ROWS_PER_REQ)
     custom_mask = torch.ones(BATCH * block, dtype=torch.bool)
     mask_indptr = torch.arange(BATCH + 1, dtype=torch.int64) * block
-    with sglang_tiles.capability(arch), _recorded(module) as calls:
+    with tiles.capability(arch), _recorded(module) as calls:
         module.extend_attention_fwd(q, k, v, torch.empty_like(q), k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
                                     custom_mask, True, mask_indptr, ROWS_PER_REQ, 1.0, 1.0,
                                     sm_scale=1.0 / math.sqrt(head_dim), page_size=1)
@@ -108,13 +107,13 @@ def typed_launch(arch: str, head_dim: int, dtype: str, overrides: tuple[tuple[st
 
     Raises:
         Absent, MissingDependency: this SGLang has no ``_fwd_kernel``, or a module it imports is not installed
-            (:mod:`ddtree_compat.backends.sglang_locate`).
+            (:mod:`ddtree_compat.contract.places`).
         RuntimeError: ``_fwd_kernel`` is no compilable ``@triton.jit`` function here (the interpreter is on),
             or SGLang did not launch it once. Anything else raised is ours, and propagates.
     """
     fn = load_object(FN)
     if not hasattr(fn, "params"):
-        raise RuntimeError(f"{FN} is a {type(fn).__name__}, not a compilable @triton.jit function "
+        raise RuntimeError(f"{describe(FN)} is a {type(fn).__name__}, not a compilable @triton.jit function "
                            "(TRITON_INTERPRET=1 in this process?)")
     args, kwargs = sglang_launch(arch, head_dim, dtype)
     kwargs = {**kwargs, **dict(overrides)}
@@ -131,7 +130,7 @@ def compile_attention(head_dim: int, dtype: str, overrides: tuple[tuple[str, int
     SGLang lacks, or a module it needs not installed, is :class:`Unavailable`; any other failure to record or
     type the launch raises (ours).
     """
-    from ..backends.sglang_locate import Absent, MissingDependency
+    from ..contract import Absent, MissingDependency
 
     try:
         signature, constexprs, kwargs = typed_launch(arch, head_dim, dtype, overrides)

@@ -21,10 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..families.verify.records import VerifyCase
+from ..contract import Place
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
+from ..families.commit.places import ACCEPT_OUT_CACHE_LOC_KERNEL, ASSIGN_EXTEND_CACHE_LOCS_KERNEL, MOVE_KV_KERNEL
 from ..families.commit.records import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
-from ..families.verify.records import VERIFY
+from ..families.verify.places import VERIFY_CUDA_LOADER, VERIFY_TRITON_KERNEL
+from ..families.verify.records import VERIFY, VerifyCase
 from . import attention_aot, flashinfer_aot, nvcc, triton_aot
 from .build import Build, BuildError, Spec, Unavailable  # noqa: F401 - the entries' vocabulary, re-exported
 from .sgl_kernel_libs import SglKernelLibrary
@@ -40,9 +42,10 @@ class TritonKernel:
 
     Attributes:
         kernel: name in the matrix (``verify_tree_greedy``).
-        fn: ``module:attr`` of the ``@triton.jit`` function; ``a:x|b:y`` lists the places releases have kept
-            it (the first the installed SGLang has is compiled, :mod:`ddtree_compat.backends.sglang_locate`);
-            ``/path/file.py::attr`` a file's function (a DDTree implementation's kernel module).
+        fn: where the ``@triton.jit`` function is: an SGLang kernel's places (a tuple of
+            :class:`~ddtree_compat.contract.Place`, from its family's ``places.py``: the first the installed SGLang
+            has is compiled), ``module:attr`` (one of ours), or ``/path/file.py::attr`` (a file's function: a DDTree
+            implementation's kernel module).
         signature: ``(parameter, Triton type)`` for every runtime parameter (``*i32``, ``*i64``, ``i32``);
             the rest are constexprs. Pointers are specialised as 16-byte aligned, as Triton does for
             freshly allocated tensors; an integer typed ``i32:16`` as a multiple of 16 (Triton's ``D``
@@ -53,7 +56,7 @@ class TritonKernel:
     """
 
     kernel: str
-    fn: str
+    fn: str | tuple[Place, ...]
     signature: tuple[tuple[str, str], ...]
     specialize: Callable[[VerifyCase, str], Spec] | None = None
     specialize_all: Callable[[tuple[VerifyCase, ...], str], Iterable[Spec]] | None = None
@@ -124,15 +127,15 @@ class CudaJitKernel:
 
     Attributes:
         kernel: name in the matrix.
-        loader: ``module:function`` whose call runs SGLang's ``load_jit`` for the module (a
-            ``cache_once`` function; its ``__wrapped__`` is called).
+        loader: the places of the function whose call runs SGLang's ``load_jit`` for the module (a
+            ``cache_once`` function; its ``__wrapped__`` is called), from its family's ``places.py``.
         function: substring of the device function's (mangled) name to check.
         threads: threads per block of its launch (read from the host code that launches it).
         id: ``case_id`` in the matrix (the module; it has no compile-time specializations).
     """
 
     kernel: str
-    loader: str
+    loader: tuple[Place, ...]
     function: str
     threads: int
     id: str
@@ -165,8 +168,7 @@ def fill_accept_spec(case: VerifyCase, arch: str) -> Spec:
 
 SGLANG_VERIFY_TRITON = TritonKernel(
     kernel=VERIFY,
-    fn="sglang.kernels.ops.speculative.spec_tree:verify_tree_greedy_kernel_triton"
-       "|sglang.srt.speculative.triton_ops.spec_tree:verify_tree_greedy_kernel_triton",
+    fn=VERIFY_TRITON_KERNEL,
     signature=(("predicts_ptr", "*i32"), ("accept_index_ptr", "*i32"), ("accept_token_num_ptr", "*i32"),
                ("candidates_ptr", "*i64"), ("retrieve_index_ptr", "*i64"), ("retrieve_next_token_ptr", "*i64"),
                ("retrieve_next_sibling_ptr", "*i64"), ("target_predict_ptr", "*i64")),
@@ -175,8 +177,7 @@ SGLANG_VERIFY_TRITON = TritonKernel(
 
 SGLANG_FILL_ACCEPT_TRITON = TritonKernel(
     kernel="fill_accept_out_cache_loc",
-    fn="sglang.kernels.ops.speculative.eagle:fill_accept_out_cache_loc"
-       "|sglang.srt.speculative.triton_ops.eagle:fill_accept_out_cache_loc",
+    fn=ACCEPT_OUT_CACHE_LOC_KERNEL,
     signature=(("accept_index", "*i32"), ("out_cache_loc", "*i64"), ("accept_out_cache_loc", "*i64")),
     specialize=fill_accept_spec,
 )
@@ -184,7 +185,7 @@ SGLANG_FILL_ACCEPT_TRITON = TritonKernel(
 # tree.cuh launches VerifyTreeGreedy with LaunchKernel(batch_size, 1, ...): one thread per block.
 SGLANG_VERIFY_CUDA = CudaJitKernel(
     kernel=VERIFY,
-    loader="sglang.kernels.ops.speculative.tree:_jit_tree_module",
+    loader=VERIFY_CUDA_LOADER,
     function="VerifyTreeGreedy",
     threads=1,
     id="jit-speculative_tree",
@@ -234,8 +235,7 @@ def move_kv_specs(cases: tuple[VerifyCase, ...], arch: str) -> list[Spec]:
 # starts = zeros_like(num_front) and num_front (int32: accept_lens), the packed output (int64).
 SGLANG_FRONT_OUT_TRITON = TritonKernel(
     kernel="front_out_cache_loc",
-    fn="sglang.kernels.ops.speculative.cache_locs:assign_extend_cache_locs"
-       "|sglang.srt.speculative.triton_ops.cache_locs:assign_extend_cache_locs",
+    fn=ASSIGN_EXTEND_CACHE_LOCS_KERNEL,
     signature=(("req_pool_indices", "*i64"), ("req_to_token", "*i64"), ("start_offset", "*i32"),
                ("end_offset", "*i32"), ("out_cache_loc", "*i64")),
     specialize_all=front_out_specs,
@@ -244,8 +244,7 @@ SGLANG_FRONT_OUT_TRITON = TritonKernel(
 # MHATokenToKVPool: a uint64 pointer table, int64 byte strides, int64 slot lists; num_locs a runtime i32.
 SGLANG_MOVE_KV_TRITON = TritonKernel(
     kernel=MOVE_KV.name,
-    fn="sglang.kernels.ops.kvcache.cache_move:copy_all_layer_kv_cache_tiled"
-       "|sglang.srt.mem_cache.triton_ops.cache_move:copy_all_layer_kv_cache_tiled",
+    fn=MOVE_KV_KERNEL,
     signature=(("data_ptrs", "*u64"), ("strides", "*i64"), ("tgt_loc_ptr", "*i64"), ("src_loc_ptr", "*i64"),
                ("num_locs", "i32")),
     specialize_all=move_kv_specs,

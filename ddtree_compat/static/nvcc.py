@@ -29,7 +29,7 @@ from unittest import mock
 
 from ..arch import parse_arch
 from .build import Build, BuildError, Unavailable
-from .triton_aot import load_object
+from .triton_aot import describe, load_object
 
 NINJA_TIMEOUT_S = 1800
 
@@ -38,8 +38,9 @@ class _Captured(Exception):
     """Raised from inside SGLang's ``ninja.generate`` to stop ``load_jit`` before it compiles."""
 
 
-def capture_build(loader: str, arch: str) -> tuple[str, dict[str, str]]:
-    """``(build.ninja text, {generated file name: source})`` SGLang's ``load_jit`` makes for ``arch``.
+def capture_build(loader, arch: str) -> tuple[str, dict[str, str]]:
+    """``(build.ninja text, {generated file name: source})`` SGLang's ``load_jit`` makes for ``arch``; ``loader``: the
+    places of the function that runs it (:func:`.triton_aot.load_object`).
 
     Raises:
         ImportError: SGLang's JIT utilities (or tvm-ffi) are missing.
@@ -65,7 +66,7 @@ def capture_build(loader: str, arch: str) -> tuple[str, dict[str, str]]:
         except _Captured:
             pass
     if "text" not in captured:
-        raise RuntimeError(f"{loader} did not reach sglang's ninja.generate: the static tier's capture of "
+        raise RuntimeError(f"{describe(loader)} did not reach sglang's ninja.generate: the static tier's capture of "
                            "load_jit needs updating for this sglang")
     return captured["text"], captured["sources"]
 
@@ -127,7 +128,7 @@ def publish_build(out: Path, files: dict[str, str], targets: list[str], command:
     return None
 
 
-def build_module(loader: str, function: str, threads: int, arch: str, cache_dir: str) -> Build | Unavailable | BuildError:
+def build_module(loader, function: str, threads: int, arch: str, cache_dir: str) -> Build | Unavailable | BuildError:
     """Compile a SGLang JIT module's CUDA objects for ``arch`` (cached). Never raises for a toolchain gap
     (:class:`Unavailable`) or an nvcc error (:class:`BuildError`)."""
     try:

@@ -13,7 +13,7 @@ returns a :class:`~ddtree_compat.outcomes.Verdict`:
 * ``fault``, class ``triton-compile-error`` / ``nvcc-compile-error``: the compiler rejected it.
 * ``skip``: the compile or the inspection cannot be done here (no nvcc, no cuobjdump, a toolchain
   that cannot target the arch, a kernel this SGLang does not have or a module not installed:
-  :mod:`ddtree_compat.backends.sglang_locate`), with the reason. Never a pass. Anything else the
+  :mod:`ddtree_compat.contract.places`), with the reason. Never a pass. Anything else the
   preparation raises (a wrong name of ours, an adapter error) propagates: the cell is an ``error`` of the
   suite, never a skip.
 

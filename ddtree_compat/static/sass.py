@@ -222,7 +222,7 @@ def inspect(path: str | os.PathLike, tool: Tool | None = None, timeout: float = 
 
     With ``cache``, the parsed result is kept beside the file (``<file>.cuobjdump-<version>.json``)
     and reused: for content-addressed files only (the static tier's build cache), since disassembly
-    costs about 0.3 s a cubin.
+    costs a noticeable fraction of a second a cubin.
 
     Raises:
         ToolUnavailable: no cuobjdump, or it cannot decode an arch in the file (message names both).

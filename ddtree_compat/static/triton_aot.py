@@ -23,33 +23,46 @@ from .build import Build, BuildError, Unavailable
 _UNSUPPORTED = ("is not defined for option 'gpu-name'", "unsupported gpu architecture", "not a supported target")
 
 
-def load_object(ref: str):
-    """``"pkg.module:attr"`` -> the object; ``"/path/to/file.py::attr"`` -> ``attr`` of that file, loaded by
-    path (a DDTree implementation's kernel module, :func:`ddtree_compat.impls.load_module`)."""
+def load_object(ref):
+    """The object a reference names: a tuple of :class:`~ddtree_compat.contract.Place` s -> the first the installed
+    SGLang has (:func:`~ddtree_compat.contract.locate`: its own imports, no ``sglang/__init__``);
+    ``"pkg.module:attr"`` -> that attribute; ``"/path/to/file.py::attr"`` -> ``attr`` of that file, loaded by path
+    (a DDTree implementation's kernel module, :func:`ddtree_compat.impls.load_module`).
+
+    Raises:
+        Absent, MissingDependency: no place is in this SGLang, or its module needs one not installed here.
+        AdapterError, ImportError, AttributeError: anything else (ours).
+    """
+    if isinstance(ref, tuple):
+        from ..contract import locate
+
+        return locate(ref)[0]
     if "::" in ref:
         from ..impls import load_module
 
         path, _, attr = ref.partition("::")
         return getattr(load_module(Path(path)), attr)
-    if ref.startswith("sglang"):  # SGLang's: where this release keeps it (its own imports, no sglang/__init__)
-        from ..backends.sglang_locate import Place, locate
-
-        return locate(tuple(Place(*alt.split(":", 1)) for alt in ref.split("|")))[0]
     module, _, attr = ref.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
-def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexprs: tuple[tuple[str, int], ...],
+def describe(ref) -> str:
+    """A reference as :func:`load_object` takes it, in words: places joined by ``|``, else the string."""
+    return " | ".join(map(str, ref)) if isinstance(ref, tuple) else ref
+
+
+def compile_kernel(fn_ref, signature: tuple[tuple[str, str], ...], constexprs: tuple[tuple[str, int], ...],
                    num_warps: int | None, num_stages: int | None, arch: str, cache_dir: str) -> Build | Unavailable | BuildError:
-    """Compile one specialization of a Triton kernel for ``arch``; write the cubin under ``cache_dir``.
+    """Compile one specialization of a Triton kernel for ``arch``; write the cubin under ``cache_dir``. ``fn_ref``:
+    the kernel as :func:`load_object` takes it.
 
     Returns a :class:`Build` (dynamic shared memory = Triton's ``metadata.shared``, threads =
     ``num_warps * 32``), :class:`Unavailable` (Triton not installed; an SGLang kernel this SGLang does not
     have, or whose module needs one not installed here; ptxas cannot target the arch) or :class:`BuildError`
     (the compiler rejected the kernel). Never raises for those; anything else (a name of ours that does not
-    import, :class:`~ddtree_compat.backends.sglang_locate.AdapterError`) raises: an error of the suite.
+    import, :class:`~ddtree_compat.contract.places.AdapterError`) raises: an error of the suite.
     """
-    from ..backends.sglang_locate import Absent, MissingDependency
+    from ..contract import Absent, MissingDependency
 
     reason = missing_module("triton")
     if reason:
@@ -61,16 +74,16 @@ def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexp
     try:
         fn = load_object(fn_ref)
     except (Absent, MissingDependency) as e:
-        return Unavailable(f"cannot import {fn_ref}: {e}".replace("\n", " ")[:500])
+        return Unavailable(f"cannot import {describe(fn_ref)}: {e}".replace("\n", " ")[:500])
     if not hasattr(fn, "arg_names") or not hasattr(fn, "cache_key"):
-        return Unavailable(f"{fn_ref} is a {type(fn).__name__}, not a compilable @triton.jit function "
+        return Unavailable(f"{describe(fn_ref)} is a {type(fn).__name__}, not a compilable @triton.jit function "
                            "(TRITON_INTERPRET=1 in the compile worker?)")
     declared = dict(signature)
     types = {n: t.partition(":")[0] for n, t in declared.items()}
     consts = dict(constexprs)
     missing = [n for n in fn.arg_names if n not in types and n not in consts]
     if missing:
-        return BuildError("triton-compile-error", f"{fn_ref}: no type or constexpr value for {missing}")
+        return BuildError("triton-compile-error", f"{describe(fn_ref)}: no type or constexpr value for {missing}")
     sig = {n: types.get(n, "constexpr") for n in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if types.get(n, "").startswith("*") or declared.get(n, "").endswith(":16")}
@@ -94,7 +107,7 @@ def compile_kernel(fn_ref: str, signature: tuple[tuple[str, str], ...], constexp
         tmp.write_bytes(cubin)
         os.replace(tmp, out)
     md = compiled.metadata
-    call = (f"triton.compile(ASTSource({fn_ref}, constexprs={consts}), target=GPUTarget('cuda', "
+    call = (f"triton.compile(ASTSource({describe(fn_ref)}, constexprs={consts}), target=GPUTarget('cuda', "
             f"{major * 10 + minor}, 32), options={options})")
     return Build(binary=str(out), config=f"num_warps={md.num_warps}, num_stages={md.num_stages}",
                  dynamic_smem=int(md.shared), threads=md.num_warps * 32, functions=md.name, command=call, seconds=seconds)

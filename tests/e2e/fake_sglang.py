@@ -1,13 +1,13 @@
 """A stand-in for ``python -m sglang.launch_server`` that serves the tiny checkpoints on the CPU, so the
 e2e tier's orchestration (probe, launch, readiness, phases, judging, recording, teardown) runs in CI.
 
-It reads the target and the draft with :mod:`ddtree_compat.e2e.reference` and decodes with them
+It reads the target and the draft with :mod:`ddtree_compat.e2e.forward` and decodes with them
 (:func:`decoder`): the prefill's token, then verify rounds: a draft tree from the draft's weights (EAGLE /
 STANDALONE: top-k per node for ``--speculative-num-steps`` steps, the ``num_draft_tokens - 1`` best nodes;
 top-k 1 is the chain; DFLASH: the DFlash block's argmax chain; DDTREE: the paper's best-first tree of
 ``--speculative-ddtree-budget`` nodes over the block, depth-major as SGLang PR #29907 relabels it), verified
 by one target forward over the context and the tree with the ancestor-only mask
-(:meth:`~ddtree_compat.e2e.reference.CausalLM.verify_logits`), then the greedy walk from the root. Rejected
+(:meth:`~ddtree_compat.e2e.forward.CausalLM.verify_logits`), then the greedy walk from the root. Rejected
 nodes leave nothing behind (the context is the committed tokens). With the poison target a mask that lets a
 node see more than its ancestors changes the tokens. Nothing comes from
 :mod:`ddtree_compat.e2e.expect`, the expectation the judge checks. It reports the rounds the way SGLang
@@ -111,7 +111,7 @@ def eagle_tree(logp, root: int, topk: int, steps: int, nodes: int) -> tuple[list
 def decoder(args: argparse.Namespace, honest: bool = True):
     """``(generate, drafts_per_round)``: ``generate(prompt, n) -> (output_ids, accept length per round)``
     for the server ``args`` describe (``honest=False``: no draft is ever accepted)."""
-    from ddtree_compat.e2e.reference import CausalLM, DFlashDraft, EagleDraft
+    from ddtree_compat.e2e.forward import CausalLM, DFlashDraft, EagleDraft
 
     import torch
 

@@ -13,7 +13,7 @@ import torch
 
 from ddtree_compat.e2e import checkpoints as ck
 from ddtree_compat.e2e.drafts import write_draft
-from ddtree_compat.e2e.reference import CausalLM, DFlashDraft, EagleDraft
+from ddtree_compat.e2e.forward import CausalLM, DFlashDraft, EagleDraft
 from ddtree_compat.imports import missing
 
 SHAPE = ck.TinyShape()

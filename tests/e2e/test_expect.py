@@ -81,7 +81,7 @@ def test_every_request_ends_on_a_round_boundary_and_stays_below_the_mask_token(p
 
 
 def test_every_configuration_runs_on_every_attention_backend_asked():
-    from ddtree_compat.e2e.configs import ATTENTION_BACKENDS, parse_attention
+    from ddtree_compat.e2e.attention import ATTENTION_BACKENDS, parse_attention
 
     one = plan("default", attention="triton")
     every = plan("default")
@@ -122,7 +122,7 @@ def test_default_plan_shape():
         for p in c.phases:
             for r in p.requests:
                 assert covered[r.prompt] >= r.max_new_tokens
-    assert len(cells("default", "triton")) == sum(len(c.phases) for c in configs)
+    assert len(cells(plan("default", attention="triton"))) == sum(len(c.phases) for c in configs)
 
 
 def test_prompts_end_aligned():

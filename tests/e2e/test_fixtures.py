@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ddtree_compat.e2e import logparse
-from ddtree_compat.e2e.runner import ACCEPT_GAUGE, GEN_TOKENS, VERIFY_CALLS, load_capture, rejudge
+from ddtree_compat.e2e.judge import ACCEPT_GAUGE, GEN_TOKENS, VERIFY_CALLS
+from ddtree_compat.e2e.runner import load_capture, rejudge
 from ddtree_compat.faults import classify
 
 FIXTURES = Path(__file__).with_name("fixtures")
@@ -54,9 +55,9 @@ def test_quoted_names_are_the_ones_the_runner_reads():
     assert ACCEPT_GAUGE in QUOTED["metric_names"]["names"]
     import inspect
 
-    from ddtree_compat.e2e import runner
+    from ddtree_compat.e2e import judge
 
-    src = inspect.getsource(runner)
+    src = inspect.getsource(judge)
     assert all(f'"{k}"' in src for k in QUOTED["meta_info_keys"]["keys"])
 
 

@@ -1,6 +1,6 @@
 """The poison target makes the verify mask visible in the tokens, proved on the CPU with the stand-in server's
 decoder (``fake_sglang.decoder``: draft trees from the drafts' weights, one target forward per round with the
-ancestor-only mask of :mod:`ddtree_compat.e2e.reference`, the greedy walk). Trees hold poison siblings, so a
+ancestor-only mask of :mod:`ddtree_compat.e2e.forward`, the greedy walk). Trees hold poison siblings, so a
 mask that shows a node more than its ancestors changes the tokens; the mutation check plants exactly that
 (``tree-mask-shows-siblings`` in ``tests/unit/planted/planted_bugs.py``) and this test must then fail."""
 
@@ -54,7 +54,7 @@ def test_the_trees_hold_poison_siblings(root):
     from tests.e2e.fake_sglang import eagle_tree
 
     import torch
-    from ddtree_compat.e2e.reference import CausalLM, EagleDraft
+    from ddtree_compat.e2e.forward import CausalLM, EagleDraft
 
     target = CausalLM(root / "target", torch.float32)
     draft = EagleDraft(write_draft(root, ck.DraftSpec(ck.EAGLE, ck.ALWAYS), SHAPE), target)

@@ -12,8 +12,8 @@ import pytest
 from ddtree_compat.e2e import checkpoints as ck
 from ddtree_compat.e2e.configs import plan
 from ddtree_compat.e2e.expect import PhaseExpectation
-from ddtree_compat.e2e.runner import (Observation, judge, judge_negative_control, load_capture, rejudge,
-                                      save_capture)
+from ddtree_compat.e2e.judge import judge, judge_negative_control
+from ddtree_compat.e2e.runner import Observation, load_capture, rejudge, save_capture
 
 SHAPE = ck.TinyShape()
 CONFIGS = {c.shape_id: c for c in plan("default", attention="triton")}

@@ -16,9 +16,10 @@ import pytest
 
 from ddtree_compat.e2e import checkpoints as ck
 from ddtree_compat.e2e.drafts import write_draft
-from ddtree_compat.e2e import server as srv
+from ddtree_compat.e2e import command, ports, probe, process
 from ddtree_compat.e2e.configs import DDTREE, plan
-from ddtree_compat.e2e.server import Capabilities, ServerProcess, ServerStartError
+from ddtree_compat.e2e.probe import Capabilities
+from ddtree_compat.e2e.process import ServerProcess, ServerStartError
 from ddtree_compat.processes import pid_alive
 
 FAKE = Path(__file__).with_name("fake_server.py")
@@ -49,9 +50,9 @@ def launch(tmp_path):
     made: list[ServerProcess] = []
 
     def start(mode: str) -> ServerProcess:
-        port = srv.free_port()
+        port = ports.free_port()
         argv = [sys.executable, str(FAKE), "--port", str(port), "--mode", mode, "--pidfile", str(tmp_path / f"{mode}.pids")]
-        s = ServerProcess(mode, argv, srv.server_env(), tmp_path / f"{mode}.log", port).start()
+        s = ServerProcess(mode, argv, probe.server_env(), tmp_path / f"{mode}.log", port).start()
         made.append(s)
         return s
 
@@ -127,12 +128,12 @@ def test_check_log_reads_new_bytes_and_waits_for_the_exception_line(tmp_path):
         f.write(frames)
     late = threading.Timer(0.4, lambda: open(log, "a").write("RuntimeError:" + exception + "\n"))
     late.start()
-    with pytest.raises(srv.ServerFault) as e:
+    with pytest.raises(process.ServerFault) as e:
         s.check_log()
     late.join()
     assert str(e.value) == RAISED and e.value.fault_class == "illegal-instruction"
     assert s._scanned == size + len(frames.encode())  # what it read before the log settled: only new bytes
-    with pytest.raises(srv.ServerFault) as again:  # once raised, always raised
+    with pytest.raises(process.ServerFault) as again:  # once raised, always raised
         s.check_log()
     assert again.value is e.value
 
@@ -147,7 +148,8 @@ def _target():
 def test_a_child_that_raised_while_serving_ends_the_phase_at_once(launch, phase):
     """The first verify raises and the request hangs; the phase ends within seconds with a fault naming the
     traceback's last frame, and the server is stopped (its request deadline is a minute)."""
-    from ddtree_compat.e2e.runner import judge, run_phase
+    from ddtree_compat.e2e.judge import judge
+    from ddtree_compat.e2e.runner import run_phase
 
     config = _target()
     p = config.phases[phase]
@@ -182,16 +184,16 @@ def test_a_session_gives_the_failed_server_s_other_cells_its_fault(tmp_path):
     from ddtree_compat.e2e.runner import rejudge
     from ddtree_compat.e2e.session import E2ECell, E2ESession
 
-    sess = E2ESession(tmp_path / "e2e", "default", [])
+    sess = E2ESession(tmp_path / "e2e", plan("default"), [])
     target = sess.configs["target"]
     cells = [E2ECell(target, p) for p in target.phases]
     sess.select(cells)
-    port = srv.free_port()
+    port = ports.free_port()
     s = ServerProcess("target", [sys.executable, str(FAKE), "--port", str(port), "--mode", "raise-at-verify"],
-                      srv.server_env(), tmp_path / "e2e" / "servers" / "target" / "server.log", port).start()
+                      probe.server_env(), tmp_path / "e2e" / "servers" / "target" / "server.log", port).start()
     try:
         s.wait_ready(30, poll_s=0.1)
-        sess.servers["target"] = s
+        sess.scheduler.servers["target"] = s
         first = sess.run(cells[0]).judgement.verdict
         assert (first.outcome, first.fault_class) == ("fault", "illegal-instruction")
         assert first.message.startswith(RAISED)
@@ -224,9 +226,9 @@ def test_health_when_there_is_no_ready_route(launch):
 _PARENT = """
 import sys, time
 sys.path.insert(0, {root!r})
-from ddtree_compat.e2e import server as srv
-port = srv.free_port()
-s = srv.ServerProcess("p", [sys.executable, {fake!r}, "--port", str(port), "--mode", "ready"], srv.server_env(),
+from ddtree_compat.e2e import ports, probe, process
+port = ports.free_port()
+s = process.ServerProcess("p", [sys.executable, {fake!r}, "--port", str(port), "--mode", "ready"], probe.server_env(),
                       {log!r}, port).start()
 s.wait_ready(30, poll_s=0.1)
 print(s.proc.pid, flush=True)
@@ -263,77 +265,90 @@ def test_servers_die_with_their_parent(tmp_path, sig):
 
 
 ALL_FLAGS = frozenset(
-    f for c in plan("full") for f in srv._required_flags(c)) | {"--disable-cuda-graph", "--cuda-graph-max-bs-decode",
+    f for c in plan("full") for f in command._required_flags(c)) | {"--disable-cuda-graph", "--cuda-graph-max-bs-decode",
                                                              "--max-running-requests", "--random-seed", "--nccl-port"}
 CAPS = Capabilities("0.5.23", ALL_FLAGS, ("EAGLE", "STANDALONE", "DFLASH", DDTREE), {"flashinfer": True, "flash_mla": True})
 
 
+def _argv(config, caps, draft=Path("D"), port=1, nccl=None):
+    return command.server_argv(command.server_args(config, caps, Path("T"), draft), port, nccl)
+
+
 def test_argv_from_detected_flags():
     configs = {c.shape_id: c for c in plan("default", attention="triton")}
-    argv = srv.server_argv(configs["eagle-k2-s6-d13-mod4-graph"], CAPS, Path("T"), Path("D"), 30000, 30001)
+    argv = _argv(configs["eagle-k2-s6-d13-mod4-graph"], CAPS, port=30000, nccl=30001)
     joined = " ".join(argv)
     assert argv[1:3] == ["-m", "sglang.launch_server"]
     for part in ("--host 127.0.0.1", "--port 30000", "--disable-radix-cache", "--skip-tokenizer-init",
-                 "--speculative-algorithm EAGLE", "--speculative-draft-model-path D", "--speculative-num-steps 6",
-                 "--speculative-eagle-topk 2", "--speculative-num-draft-tokens 13", "--cuda-graph-max-bs-decode 8",
-                 "--nccl-port 30001", "--decode-log-interval 1", "--enable-metrics"):
+                 "--attention-backend triton", "--speculative-algorithm EAGLE", "--speculative-draft-model-path D",
+                 "--speculative-num-steps 6", "--speculative-eagle-topk 2", "--speculative-num-draft-tokens 13",
+                 "--cuda-graph-max-bs-decode 8", "--nccl-port 30001", "--decode-log-interval 1", "--enable-metrics"):
         assert part in joined
     assert "--disable-cuda-graph" not in argv
-    eager = srv.server_argv(configs["eagle-k1-s8-d9-never-eager"], CAPS, Path("T"), Path("D"), 1, None)
+    eager = _argv(configs["eagle-k1-s8-d9-never-eager"], CAPS)
     assert "--disable-cuda-graph" in eager and "--nccl-port" not in eager
     newer = dataclasses.replace(CAPS, flags=CAPS.flags - {"--disable-cuda-graph", "--nccl-port"})
-    argv = srv.server_argv(configs["eagle-k1-s8-d9-never-eager"], newer, Path("T"), Path("D"), 1, 2)
-    assert "--cuda-graph-backend-decode" in argv and "--nccl-port" not in argv
-    target = srv.server_argv(configs["target"], CAPS, Path("T"), None, 1, None)
+    assert "--cuda-graph-backend-decode" in _argv(configs["eagle-k1-s8-d9-never-eager"], newer)
+    target = _argv(configs["target"], CAPS, draft=None)
     assert not [a for a in target if a.startswith("--speculative")]
-    ddtree = srv.server_argv(configs["ddtree-b8-spine-never-eager"], CAPS, Path("T"), Path("D"), 1, None)
+    ddtree = _argv(configs["ddtree-b8-spine-never-eager"], CAPS)
     assert "--speculative-ddtree-budget" in ddtree and ddtree[ddtree.index("--speculative-ddtree-budget") + 1] == "8"
     assert "--speculative-num-draft-tokens" in ddtree  # block size where --speculative-ddtree-block-size is missing
     sweep = {c.shape_id: c for c in plan("ddtree", attention="triton")}
     dd_caps = dataclasses.replace(CAPS, flags=CAPS.flags | {"--speculative-ddtree-block-size", "--is-ddtree-prune",
                                                             "--cuda-graph-backend-prefill"})
-    pruned = srv.server_argv(sweep["ddtree-b16-tree-always-graph-prune"], dd_caps, Path("T"), Path("D"), 1, None)
+    pruned = _argv(sweep["ddtree-b16-tree-always-graph-prune"], dd_caps)
     joined = " ".join(pruned)
     assert "--speculative-ddtree-block-size 16" in joined and "--is-ddtree-prune" in pruned
     assert "--cuda-graph-backend-prefill disabled" in joined and "--disable-cuda-graph" not in pruned
-    assert "--is-ddtree-prune" in srv.unavailable_reason(sweep["ddtree-b16-tree-always-graph-prune"],
-                                                         dataclasses.replace(CAPS, algorithms=(*CAPS.algorithms, "DDTREE")))
+    assert "--is-ddtree-prune" in command.unavailable_reason(sweep["ddtree-b16-tree-always-graph-prune"],
+                                                             dataclasses.replace(CAPS, algorithms=(*CAPS.algorithms, "DDTREE")))
+
+
+def test_the_attention_backend_has_one_encoding_and_no_fallback():
+    """``default`` passes no ``--attention-backend`` (SGLang chooses); a name passes itself; a configuration with
+    none set (a profile's template, never planned) is refused, not served on a backend nobody asked for."""
+    default = {c.shape_id: c for c in plan("default", attention="default")}["eagle-k2-s6-d13-mod4-graph"]
+    assert "--attention-backend" not in _argv(default, CAPS)
+    template = dataclasses.replace(default, attention="")
+    with pytest.raises(ValueError, match="no attention backend set"):
+        command.server_args(template, CAPS, Path("T"), Path("D"))
 
 
 def test_unavailable_reasons():
     configs = {c.shape_id: c for c in plan("default", attention="triton")}
-    assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], CAPS) == ""
+    assert command.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], CAPS) == ""
     no_ddtree = dataclasses.replace(CAPS, algorithms=("EAGLE", "STANDALONE", "DFLASH"))
-    assert "has no DDTREE" in srv.unavailable_reason(configs["ddtree-b8-spine-never-eager"], no_ddtree)
+    assert "has no DDTREE" in command.unavailable_reason(configs["ddtree-b8-spine-never-eager"], no_ddtree)
     no_fi = dataclasses.replace(CAPS, modules={"flashinfer": False})
-    assert "flashinfer" in srv.unavailable_reason(configs["dflash-b16-always-eager"], no_fi)
+    assert "flashinfer" in command.unavailable_reason(configs["dflash-b16-always-eager"], no_fi)
     # seen on the H200: SGLang 0.5.23 imports flash_mla when it captures the draft's CUDA graphs
     no_mla = dataclasses.replace(CAPS, modules={"flashinfer": True, "flash_mla": False})
-    assert "flash_mla" in srv.unavailable_reason(configs["eagle-k1-s12-d13-always-graph"], no_mla)
-    assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_mla) == ""
-    assert srv.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_fi) == ""
+    assert "flash_mla" in command.unavailable_reason(configs["eagle-k1-s12-d13-always-graph"], no_mla)
+    assert command.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_mla) == ""
+    assert command.unavailable_reason(configs["eagle-k1-s8-d9-always-eager"], no_fi) == ""
     # DFLASH / DDTREE graphs do not go through the EAGLE worker's FlashMLA import; a tree whose EAGLE worker
     # does not import it needs no flash_mla for EAGLE graphs either
     dd = dataclasses.replace(no_mla, algorithms=(*CAPS.algorithms, "DDTREE"))
-    assert srv.unavailable_reason(plan("ddtree")[1], dd) == ""
-    assert srv.unavailable_reason(configs["eagle-k1-s12-d13-always-graph"],
+    assert command.unavailable_reason(plan("ddtree")[1], dd) == ""
+    assert command.unavailable_reason(configs["eagle-k1-s12-d13-always-graph"],
                                   dataclasses.replace(no_mla, eagle_graphs_import_flash_mla=False)) == ""
     old = dataclasses.replace(CAPS, flags=CAPS.flags - {"--speculative-eagle-topk"})
-    assert "--speculative-eagle-topk" in srv.unavailable_reason(configs["eagle-k4-s3-d9-mod2-eager"], old)
+    assert "--speculative-eagle-topk" in command.unavailable_reason(configs["eagle-k4-s3-d9-mod2-eager"], old)
     broken = dataclasses.replace(CAPS, error="ModuleNotFoundError: No module named 'uvicorn'")
-    assert "uvicorn" in srv.unavailable_reason(configs["target"], broken)
+    assert "uvicorn" in command.unavailable_reason(configs["target"], broken)
 
 
 def test_probe_of_the_installed_sglang():
     """The real probe (a child process importing the installed SGLang): every flag the suite passes exists,
     and the algorithms are what the plan assumes (sglang 0.5.23 has no DDTREE)."""
     pytest.importorskip("sglang")
-    caps = srv.probe()
+    caps = probe.probe()
     assert caps.flags, caps.error
     assert caps.failure is None, caps.failure  # a missing module is an error reason (a skip); nothing else broke
     ok = dataclasses.replace(caps, error=None, modules={**caps.modules, "flashinfer": True, "flash_mla": True})
     for c in plan("full"):
-        reason = srv.unavailable_reason(c, ok)
+        reason = command.unavailable_reason(c, ok)
         if c.algorithm == DDTREE and DDTREE not in caps.algorithms:
             assert "has no DDTREE" in reason
         else:
@@ -345,16 +360,16 @@ def test_probe_of_the_installed_sglang():
 def test_server_env_drops_the_interpreter_and_keeps_the_path(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setenv("PYTHONPATH", "/tmp/sgl_site")
-    env = srv.server_env()
+    env = probe.server_env()
     assert "TRITON_INTERPRET" not in env and env["PYTHONPATH"] == "/tmp/sgl_site"
     assert env["HF_HUB_OFFLINE"] == "1" and env["PYTHONUNBUFFERED"] == "1"
 
 
 def test_free_ports_are_distinct_and_leave_room_for_the_grpc_port():
     taken: set[int] = set()
-    ports = [srv.free_port(taken) for _ in range(5)]
-    assert len(set(ports)) == 5 and taken == set(ports)
-    assert all(p + 10000 <= 65535 for p in ports)  # older DDTree trees refuse port + 10000 > 65535
+    picked = [ports.free_port(taken) for _ in range(5)]
+    assert len(set(picked)) == 5 and taken == set(picked)
+    assert all(p + 10000 <= 65535 for p in picked)  # older DDTree trees refuse port + 10000 > 65535
 
 
 def test_checkpoint_folder_names_match_the_plan(tmp_path):
@@ -378,16 +393,16 @@ def test_the_attention_backend_a_server_chose_is_read_from_its_log():
 def test_ports_are_picked_below_the_ephemeral_range_and_apart(monkeypatch):
     """An ephemeral port can be taken by an outgoing connection before the server binds it (H200, session 11);
     the ports of one session stay PORT_SPACING apart (a server binds a few next to its own)."""
-    monkeypatch.setattr(srv, "ephemeral_floor", lambda: 32768)
+    monkeypatch.setattr(ports, "ephemeral_floor", lambda: 32768)
     taken: set[int] = set()
-    ports = [srv.free_port(taken) for _ in range(50)]
-    assert all(srv.PORT_RANGE[0] <= p < 32768 for p in ports)
-    assert all(abs(a - b) >= srv.PORT_SPACING for i, a in enumerate(ports) for b in ports[i + 1:])
+    picked = [ports.free_port(taken) for _ in range(50)]
+    assert all(ports.PORT_RANGE[0] <= p < 32768 for p in picked)
+    assert all(abs(a - b) >= ports.PORT_SPACING for i, a in enumerate(picked) for b in picked[i + 1:])
 
 
 def test_a_port_taken_before_the_bind_is_ours_to_retry(launch):
     s = launch("port-taken")
-    with pytest.raises(srv.PortInUse, match=f"its port {s.port} was taken"):
+    with pytest.raises(ports.PortInUse, match=f"its port {s.port} was taken"):
         s.wait_ready(30, poll_s=0.1)
     assert not s.alive()
 
@@ -396,7 +411,7 @@ def test_a_session_on_a_host_without_a_gpu_writes_no_timeline(tmp_path):
     """No GPU: no server can start, so the session keeps no timeline: neither its start nor its close."""
     from ddtree_compat.e2e.session import E2ECell, E2ESession
 
-    sess = E2ESession(tmp_path / "e2e", "default", [])
+    sess = E2ESession(tmp_path / "e2e", plan("default"), [])
     target = sess.configs["target"]
     sess.select([E2ECell(target, p) for p in target.phases])
     assert sess.host_reason() and sess.close() == []

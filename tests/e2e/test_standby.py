@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ddtree_compat.e2e.server import ServerProcess
+from ddtree_compat.e2e.process import ServerProcess
 
 MODULE = '''
 import slow_dependency

@@ -10,7 +10,7 @@ with tier ``static``.
 import pytest
 
 from ddtree_compat.arch import detect_gpus
-from ddtree_compat.families.verify.variants import OversizedSmem
+from ddtree_compat.faultinject import OversizedSmem
 from ddtree_compat.plugin import arch_marks
 from ddtree_compat.static.kernels import SGLANG_VERIFY_ATTENTION, Spec
 from ddtree_compat.static.limits import limits_for

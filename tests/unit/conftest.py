@@ -32,7 +32,7 @@ def sglang_missing():
     one, so a place of ours is wrong (a test failure, never a skip); anything else raises too."""
     import importlib.util
 
-    from ddtree_compat.backends.sglang_locate import MissingDependency, locate
+    from ddtree_compat.contract.places import MissingDependency, locate
 
     def reason(places) -> str | None:
         if importlib.util.find_spec("sglang") is None:

@@ -12,7 +12,7 @@ from ddtree_compat.families.attention.variants import AttentionCausal, Attention
 from ddtree_compat.arch import TILE_ARCHES
 from ddtree_compat.families.attention.checks import DTYPES, TOLERANCES, build, run_attention, verify_attention_reference
 from ddtree_compat.families.attention.records import DEVICE_AXES, NATIVE, PADDINGS, TILES, AttentionCase, _tree, attention_cases
-from ddtree_compat.backends.oracle import OracleBackend
+from ddtree_compat.backends.oracle_column import OracleBackend
 from ddtree_compat.harness.buffers import FLOAT_POISON_BITS, Guarded
 from ddtree_compat.errors import CaseError
 from ddtree_compat.families.verify.oracle import ancestor_mask
@@ -245,22 +245,23 @@ def test_float_guard_poison_and_canaries():
 
 
 def test_emulation_patches_sglang_and_restores(monkeypatch, sglang_missing):
-    from ddtree_compat.backends import sglang_tiles
+    from ddtree_compat.families.attention import tiles
+    from ddtree_compat.families.attention.places import EXTEND_ATTENTION
 
-    reason = sglang_missing(sglang_tiles.PLACES)  # SGLang or a module it imports not installed; else fail here
+    reason = sglang_missing(EXTEND_ATTENTION)  # SGLang or a module it imports not installed; else fail here
     if reason:
         pytest.skip(f"SGLang's extend attention cannot import here: {reason}")
-    m = sglang_tiles.extend_attention_module()
+    m = tiles.extend_attention_module()
     before = (m._is_cuda, getattr(m, "CUDA_CAPABILITY", "absent"))
-    with sglang_tiles.capability("sm120"):
+    with tiles.capability("sm120"):
         assert (m._is_cuda, m.CUDA_CAPABILITY) == (True, (12, 0))
         inside = m._get_block_sizes_for_extend_attention(64, 64)
     assert (m._is_cuda, getattr(m, "CUDA_CAPABILITY", "absent")) == before
-    choice = sglang_tiles.tile_choice("sm120", 64)
+    choice = tiles.tile_choice("sm120", 64)
     assert tuple(choice.values()) == tuple(inside)
     for arch in TILE_ARCHES:
         for dim in (64, 128, 256):
-            t = sglang_tiles.tile_choice(arch, dim)
+            t = tiles.tile_choice(arch, dim)
             assert t["BLOCK_DMODEL"] == dim and all(math.log2(t[k]).is_integer() for k in ("BLOCK_M", "BLOCK_N"))
 
 

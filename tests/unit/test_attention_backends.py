@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from ddtree_compat.backends import unavailable
+from ddtree_compat.contract import unavailable
 from ddtree_compat.backends.flashinfer import FlashInferBackend, graph_layouts
 from ddtree_compat.families.attention.paging import gather_keys, paged_layout, request_pages
-from ddtree_compat.backends.sglang_locate import AdapterError
+from ddtree_compat.contract.places import AdapterError
 from ddtree_compat.families.attention.checks import build, verify_attention_reference
 from ddtree_compat.families.attention.records import (CASCADE_KERNEL, GRAPH_KERNEL, KERNEL, AttentionCase, _tree,
                                                       attention_cases, captured_batch)

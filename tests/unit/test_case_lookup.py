@@ -7,6 +7,7 @@ import pytest
 
 from ddtree_compat import case_lookup, records
 from ddtree_compat.case_lookup import find
+from ddtree_compat.contract import CaseContext
 from ddtree_compat.families.verify.records import grid
 from ddtree_compat.families.attention.records import PROFILES as ATTENTION_PROFILES
 
@@ -22,7 +23,7 @@ def _samples():
     """Per record and attention profile: its first, middle and last case in the default run."""
     out = []
     for attention in ATTENTION_PROFILES:
-        context = records.CaseContext("default", grid("default"), attention)
+        context = CaseContext("default", grid("default"), attention)
         for record in records.registry().values():
             cases = record.cases(context)
             out += [(record.name, c) for c in {cases[0].id: cases[0], cases[len(cases) // 2].id: cases[len(cases) // 2],
@@ -48,7 +49,7 @@ def test_a_stale_index_falls_back_to_the_whole_grid(monkeypatch, capsys):
     target = next(r for r in rows if r[:3] == [8, 16, "spine"])
     target[3] += 1  # the index says one case more than the grid has
     monkeypatch.setattr(case_lookup, "index", lambda: {"default": [tuple(r) for r in rows]})
-    commit = next(c for c in records.get("move_kv").cases(records.CaseContext("default", grid("default")))
+    commit = next(c for c in records.get("move_kv").cases(CaseContext("default", grid("default")))
                   if c.verify.id == "b8-spine-deep-bs3")
     assert find(commit.id) == commit
     assert "does not match the default grid" in capsys.readouterr().err
@@ -73,5 +74,5 @@ def test_cases_lists_a_kernels_ids_which_replay_finds(capsys):
     assert main(["cases", "--kernel", "move_kv"]) == 0
     ids = capsys.readouterr().out.split()
     record = records.get("move_kv")
-    assert ids == list(dict.fromkeys(c.id for c in record.cases(records.CaseContext("default", grid("default")))))
+    assert ids == list(dict.fromkeys(c.id for c in record.cases(CaseContext("default", grid("default")))))
     assert "-kv" in ids[0] and find(ids[-1]).id == ids[-1]

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from ddtree_compat.families.commit.variants import CommitMutant
-from ddtree_compat.backends.oracle import OracleBackend
+from ddtree_compat.backends.oracle_column import OracleBackend
 from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.families.commit.checks import CHECKS, freed_set_report, kept_slots, layout, move_plan, plan_slots
 from ddtree_compat.families.commit.records import KERNELS, CommitCase, commit_cases

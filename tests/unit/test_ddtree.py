@@ -4,7 +4,7 @@ against a reference written from the oracle and against a variant that breaks ea
 import pytest
 
 from ddtree_compat import records
-from ddtree_compat.records import CaseContext
+from ddtree_compat.contract import CaseContext
 from ddtree_compat.families.ddtree.records import KERNELS, DDTreeCase
 from ddtree_compat.families.ddtree.variants import DDTreeBreaks
 from ddtree_compat.families.ddtree.reference import DDTreeReference

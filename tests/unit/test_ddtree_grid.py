@@ -15,7 +15,7 @@ from ddtree_compat.families.ddtree.records import (BATCHES, DIMENSIONS, FIELD_BU
 from ddtree_compat.families.ddtree.reference import DDTreeReference
 from ddtree_compat.families.ddtree.variants import GAP_BUGS
 from ddtree_compat.covering import missing_pairs, pairwise
-from ddtree_compat.records import CaseContext
+from ddtree_compat.contract import CaseContext
 from ddtree_compat.tiers import Target
 
 CPU = Target("interpret", "cpu")

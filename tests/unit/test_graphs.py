@@ -6,11 +6,12 @@ from dataclasses import replace
 
 import pytest
 
+from ddtree_compat.families.commit.reference import CommitReference
 from ddtree_compat.families.commit.variants import CommitMutant, WritesPastCommit
 from ddtree_compat.families.verify.variants import ZeroAccept
-from ddtree_compat.backends import implementation, unavailable
+from ddtree_compat.contract import implementation, unavailable
 from ddtree_compat.backends.registry import resolve
-from ddtree_compat.backends.oracle import OracleBackend
+from ddtree_compat.backends.oracle_column import OracleBackend
 from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.families.commit.records import CommitCase
 from ddtree_compat.families.commit.graphs import GRAPH_COMMIT_KERNELS, run_commit_graph
@@ -22,6 +23,12 @@ CPU = Target("interpret", "cpu")
 def padded(budget: int, plant: str, page: int, batch: int = 3) -> CommitCase:
     verify = replace(make_case(budget, "spine", plant, batch, capacity=16), accept_width=16)
     return CommitCase(verify, page, "page-cross", 1, 64, "fp16")
+
+
+class ZeroAcceptRound(ZeroAccept, CommitReference):
+    """The verify family's zero-accept variant with the reference's commit kernels (a whole round)."""
+
+    implements = ZeroAccept.implements + CommitReference.implements
 
 
 CASES = [padded(8, "deep", 1), padded(12, "first", 16), padded(12, "deep", 64, batch=8), padded(15, "deep", 16)]
@@ -51,7 +58,7 @@ def test_sglang_triton_sequence_interpreted(case, sglang_missing):
     (CommitMutant(), ("accept_out_cache_loc", "front_out_cache_loc", "new_seq_lens",
                               "bonus (fill_bonus_tokens)")),
     (WritesPastCommit(), ("accept_out_cache_loc", "want untouched")),
-    (ZeroAccept(), ("accept_token_num", "freed-slot set")),
+    (ZeroAcceptRound(), ("accept_token_num", "freed-slot set")),
 ], ids=lambda m: getattr(m, "name", ""))
 def test_mutants_are_padded_layout_failures(mutant, words):
     verdict = run_commit_graph(CASES[0], mutant, "cpu", graph=False)

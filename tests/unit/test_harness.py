@@ -4,9 +4,9 @@ import pytest
 
 from ddtree_compat.families.verify.variants import OffByOne, OutOfBounds, SkipsPredicts, WritesTail, ZeroAccept
 from ddtree_compat.faultinject import Raises
-from ddtree_compat.backends import implementation, unavailable
+from ddtree_compat.contract import implementation, unavailable
 from ddtree_compat.backends.registry import resolve
-from ddtree_compat.backends.oracle import OracleBackend
+from ddtree_compat.backends.oracle_column import OracleBackend
 from ddtree_compat.harness.buffers import CANARY_BAND, POISON
 from ddtree_compat.families.verify.checks import make_verify_buffers
 from ddtree_compat.families.verify.records import grid, make_case

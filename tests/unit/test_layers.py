@@ -2,7 +2,9 @@
 results needs no torch, and the installed plugin leaves a foreign test session alone."""
 
 import ast
+import fnmatch
 import json
+import re
 import os
 import subprocess
 import sys
@@ -77,54 +79,116 @@ def test_no_import_cycles():
     assert len(graph) > 40 and graph["ddtree_compat.plugin.session"], "the walk found the package's imports"
 
 
-def _all_imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
-    """Package modules (as above) and third-party top-level names a module imports, anywhere in it."""
-    third = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            third |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-            third.add(node.module.split(".")[0])
-    return _imports(name, path, modules) | third
+FLOOR_ROW = re.compile(r"^\| (\d+) \| [^|]+ \| ([^|]+) \|", re.M)
+TORCH_FREE = (3, 4)
+"""Floors that import neither torch nor Triton anywhere (docs/architecture.md)."""
+NO_TORCH_AT_IMPORT = (0, 1, 2)
+"""Floors that import torch and Triton only inside a function."""
+BUILDS_ON = {"commit": {"verify"}, "attention": {"verify"}, "ddtree": {"verify"}}
+"""The families a family may import (docs/architecture.md: a family imports another only if it builds on it)."""
 
 
-CORE = ("outcomes", "faults", "errors", "exitcodes", "arch", "tiers", "imports", "tree", "cases", "results", "families")
-"""Layers 0 and 1 (docs/architecture.md): they import no family."""
-DESCRIBING = ("records", "known_issues", "case_lookup", "gate", "report")
-"""Layer 2 outside the family folders: torch-free, they may read the families' records, oracles and places."""
-ABOVE = ("ddtree_compat.harness", "ddtree_compat.backends", "ddtree_compat.plugin", "ddtree_compat.cli",
-         "ddtree_compat.static", "ddtree_compat.e2e")
+def floor_table() -> dict[str, int]:
+    """The floors of docs/architecture.md: a path pattern (relative to ``ddtree_compat/``) -> its floor."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = {}
+    for floor, cell in FLOOR_ROW.findall(text):
+        for pattern in re.findall(r"`([^`]+)`", cell):
+            table[pattern] = int(floor)
+    return table
+
+
+def floor_of(relpath: str, table: dict[str, int]) -> int | None:
+    """A module's floor: the table's file of that name, else a matching pattern, else its folder (``contract/``)."""
+    if relpath in table:
+        return table[relpath]
+    globbed = [f for pattern, f in table.items() if "*" in pattern and fnmatch.fnmatchcase(relpath, pattern)]
+    if globbed:
+        return globbed[0]
+    folders = sorted((p for p in table if p.endswith("/") and relpath.startswith(p)), key=len, reverse=True)
+    return table[folders[0]] if folders else None
+
+
+def _module_imports(path: Path) -> tuple[set[str], set[str]]:
+    """Third-party top-level names a module imports at module level, and anywhere."""
+    tree = ast.parse(path.read_text())
+    top, anywhere = set(), set()
+    for node in ast.walk(tree):
+        names = ({a.name.split(".")[0] for a in node.names} if isinstance(node, ast.Import) else
+                 {node.module.split(".")[0]} if isinstance(node, ast.ImportFrom) and not node.level and node.module
+                 else set())
+        anywhere |= names
+        if node in tree.body or (isinstance(node, (ast.Import, ast.ImportFrom)) and node in _module_level(tree)):
+            top |= names
+    return top, anywhere
+
+
+def _module_level(tree: ast.Module) -> list:
+    """Import statements run at import time: the module's body, and inside its top-level if / try blocks."""
+    out, todo = [], list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.append(node)
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo += node.body + node.orelse + getattr(node, "finalbody", []) + [
+                s for h in getattr(node, "handlers", []) for s in h.body]
+    return out
 
 
 def _layer_breaks() -> list[str]:
-    modules = _modules()
-    out = []
+    modules, table = _modules(), floor_table()
+    floors = {name: floor_of(path.relative_to(PACKAGE).as_posix(), table) for name, path in modules.items()}
+    out = [f"{name}: no floor in docs/architecture.md" for name, f in floors.items() if f is None]
     for name, path in modules.items():
-        imported = _all_imports(path, name, modules)
-        short = name.removeprefix("ddtree_compat.")
-        parts = short.split(".")
-        if short in CORE:
-            below = ABOVE + ("ddtree_compat.families.",)
-            out += [f"{name} -> {m}" for m in imported if m.startswith(below) and m != "ddtree_compat.families"]
-        elif parts[0] in DESCRIBING:
-            out += [f"{name} -> {m}" for m in imported if m in ("torch", "triton") or m.startswith(ABOVE)
-                    or m.endswith((".checks", ".graphs", ".variants", ".reference"))]
-        elif parts[0] == "harness":
-            out += [f"{name} -> {m}" for m in imported if m.startswith(("ddtree_compat.families", "ddtree_compat.plugin",
-                                                                         "ddtree_compat.cli"))]
-        elif parts[0] == "families" and len(parts) == 3:
-            out += [f"{name} -> {m}" for m in imported if m.startswith(("ddtree_compat.plugin", "ddtree_compat.cli",
-                                                                         "ddtree_compat.e2e", "ddtree_compat.static.runner"))]
-            if parts[2] in ("records", "oracle", "places") and short != "families.attention.oracle":  # torch-free
-                out += [f"{name} -> {m}" for m in imported if m in ("torch", "triton") or m.startswith(ABOVE)
-                        or m.endswith((".checks", ".graphs", ".variants", ".reference"))]
+        if floors[name] is None:
+            continue
+        up = [m for m in _imports(name, path, modules) if (floors.get(m) or 0) > floors[name]]
+        out += [f"{name} (floor {floors[name]}) -> {m} (floor {floors[m]})" for m in up]
+        top, anywhere = _module_imports(path)
+        if floors[name] in TORCH_FREE:
+            out += [f"{name} (floor {floors[name]}, torch-free) imports {m}" for m in anywhere & {"torch", "triton"}]
+        if floors[name] in NO_TORCH_AT_IMPORT:
+            out += [f"{name} (floor {floors[name]}) imports {m} at import" for m in top & {"torch", "triton"}]
+        parts = name.split(".")
+        if parts[1:2] == ["families"] and len(parts) > 3:
+            allowed = {parts[2], *BUILDS_ON.get(parts[2], ())}
+            others = {m.split(".")[2] for m in _imports(name, path, modules)
+                      if m.startswith("ddtree_compat.families.") and len(m.split(".")) > 3}
+            out += [f"{name} imports the {f} family, which it does not build on" for f in others - allowed]
     return sorted(out)
 
 
 def test_layers_point_one_way():
-    """The table of docs/architecture.md: the core imports no family, harness or backend; the harness imports
-    no family; a family's records, oracle and places are torch-free and import nothing that runs a cell."""
+    """The floors of docs/architecture.md: no import points up a floor; floors 3 and 4 are torch-free and floors
+    0 to 2 import torch only inside functions; a family imports only the families it builds on."""
     assert _layer_breaks() == []
+
+
+def test_the_floor_table_names_every_module_once():
+    """Every module of the package has a floor in docs/architecture.md (the table the layering rule reads)."""
+    modules, table = _modules(), floor_table()
+    assert len(table) > 20 and table["contract/"] == 2 and table["plugin/"] == 10, table
+    missing = sorted(n for n, p in modules.items() if floor_of(p.relative_to(PACKAGE).as_posix(), table) is None)
+    assert not missing, f"modules without a floor in docs/architecture.md: {missing}"
+
+
+def test_an_import_up_a_floor_is_caught():
+    """The rule can fail: a core module importing the plugin, a contract module importing a backend."""
+    table = floor_table()
+    assert floor_of("outcomes.py", table) < floor_of("plugin/cells.py", table)
+    assert floor_of("contract/backend.py", table) < floor_of("backends/oracle_column.py", table)
+    assert floor_of("families/verify/records.py", table) < floor_of("families/verify/checks.py", table)
+    assert floor_of("families/attention/oracle.py", table) == 6  # a file named wins over the pattern
+
+
+def test_the_contract_is_one_public_surface():
+    """Everything a backend or record author needs is importable from ``ddtree_compat.contract`` (its ``__all__``)."""
+    import ddtree_compat.contract as contract
+
+    assert {"Backend", "KernelImpl", "AdapterError", "Place", "locate", "KernelRecord", "unavailable"} <= set(
+        contract.__all__)
+    assert all(hasattr(contract, n) for n in contract.__all__)
 
 
 NO_TORCH = "import sys; sys.modules['torch'] = None; sys.modules['triton'] = None\n"
@@ -208,20 +272,30 @@ def test_a_foreign_session_is_left_alone(pytester, monkeypatch):
 LIGHT = '''
 import sys
 
+CORE = {"ddtree_compat", "ddtree_compat.arch", "ddtree_compat.errors", "ddtree_compat.outcomes", "ddtree_compat.tiers",
+        "ddtree_compat.known_issues"}  # the core, and the manifest's path (the --ddtree-known-issues default)
+
 
 def test_nothing_heavy_was_imported():
-    heavy = sorted(m for m in sys.modules if m == "torch" or m.startswith(("torch.", "triton", "sglang"))
-                   or m.startswith("ddtree_compat.families.") and m.endswith((".checks", ".graphs")))
+    heavy = sorted(m for m in sys.modules if m in ("torch", "numpy") or m.startswith(("torch.", "numpy.", "triton",
+                                                                                        "sglang")))
     assert not heavy, heavy
+
+
+def test_the_plugin_loaded_only_what_option_parsing_needs():
+    ours = sorted(m for m in sys.modules if m.startswith("ddtree_compat") and m not in CORE
+                  and not m.startswith("ddtree_compat.plugin"))
+    assert not ours, ours
 '''
 
 
 def test_a_foreign_session_imports_neither_torch_nor_the_kernels(pytester):
     """The plugin installed, an unrelated test file: no GPU detection (it imports torch where NVML is missing),
-    no torch, no Triton, no check module, whether or not the host has NVML."""
+    no torch, NumPy, Triton or SGLang, and of the package only the plugin's modules and the core, whether or not
+    the host has NVML."""
     pytester.makepyfile(test_light=LIGHT)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
 
 
 def test_every_package_folder_ships():

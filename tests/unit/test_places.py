@@ -1,13 +1,17 @@
-"""Where the suite looks for SGLang's kernels, held to the installed SGLang: a place the backends' tables
-say this release keeps (``Place.seen``) is there, and each static-tier reference names a place it has. A
-misspelled module or name would otherwise read *absent* in every release: a skip hiding our own typo."""
+"""Where the suite looks for SGLang's kernels, held to the installed SGLang: a place the families' tables
+(``families/<family>/places.py``) say this release keeps (``Place.seen``) is there, the backends and the static
+tier take their places from those tables only, and each static-tier reference names a place the installed release
+has. A misspelled module or name would otherwise read *absent* in every release: a skip hiding our own typo."""
 
 from importlib.metadata import PackageNotFoundError, version
 
 import pytest
 
+import importlib.util
+
 from ddtree_compat.backends import registry
-from ddtree_compat.backends.sglang_locate import Place, _defines
+from ddtree_compat.contract.places import Place, _defines
+from ddtree_compat.records import FAMILIES
 from ddtree_compat.static import kernels as static_kernels
 
 try:
@@ -15,18 +19,37 @@ try:
 except PackageNotFoundError:
     INSTALLED = None
 BUILTINS = registry.resolve([name for name in registry.BUILTIN if name != "oracle"])
-PLACES = sorted({(backend.name, impl.kernel, place) for backend in BUILTINS for impl in backend.implements
-                 for place in impl.places}, key=str)
-KEPT = [(b, k, p) for b, k, p in PLACES if INSTALLED and p.kept_in(INSTALLED)]
+TABLES = {f"{family}.{name}": value for family in FAMILIES
+          if importlib.util.find_spec(f"ddtree_compat.families.{family}.places")
+          for name, value in vars(importlib.import_module(f"ddtree_compat.families.{family}.places")).items()
+          if isinstance(value, tuple) and value and all(isinstance(p, Place) for p in value)}
+"""Every place tuple of the families' ``places.py`` (the SGLang kernels' tables), by ``family.NAME``."""
+WRITTEN = {place for places in TABLES.values() for place in places}
+PLACES = sorted({(table, place) for table, places in TABLES.items() for place in places}, key=str)
+KEPT = [(t, p) for t, p in PLACES if INSTALLED and p.kept_in(INSTALLED)]
 STATIC = [entry for entry in vars(static_kernels).values()
-          if isinstance(entry, static_kernels.TritonKernel) and entry.fn.startswith("sglang")]
+          if isinstance(getattr(entry, "fn", getattr(entry, "loader", None)), tuple)]
 needs_sglang = pytest.mark.skipif(INSTALLED is None, reason="sglang is not installed: no release to hold the "
                                   "places to (bash scripts/setup.sh installs 0.5.23)")
 
 
-@pytest.mark.parametrize("backend, kernel, place", PLACES, ids=lambda x: str(x))
-def test_every_place_says_where_it_was_seen(backend, kernel, place):
-    assert place.seen.strip(), f"{backend} {kernel}: {place} names no release or tree that keeps it"
+@pytest.mark.parametrize("table, place", PLACES, ids=lambda x: str(x))
+def test_every_place_says_where_it_was_seen(table, place):
+    assert place.seen.strip(), f"{table}: {place} names no release or tree that keeps it"
+
+
+@pytest.mark.parametrize("backend", BUILTINS, ids=lambda b: b.name)
+def test_a_backend_takes_its_places_from_the_families_tables(backend):
+    """Each SGLang kernel place is written once, in its family's ``places.py``: a backend's declaration only
+    refers to those tables (a place written in a backend again would drift from the static tier's)."""
+    stray = [(impl.kernel, str(p)) for impl in backend.implements for p in impl.places if p not in WRITTEN]
+    assert not stray, f"{backend.name}: places not from families/*/places.py: {stray}"
+
+
+@pytest.mark.parametrize("entry", STATIC, ids=lambda e: e.kernel)
+def test_the_static_tier_takes_its_places_from_the_families_tables(entry):
+    places = getattr(entry, "fn", None) or entry.loader
+    assert set(places) <= WRITTEN, f"{entry.kernel}: {places} not from families/*/places.py"
 
 
 @needs_sglang
@@ -35,19 +58,19 @@ def test_the_installed_release_is_named_by_some_place():
 
 
 @needs_sglang
-@pytest.mark.parametrize("backend, kernel, place", KEPT or [pytest.param(None, None, None, marks=pytest.mark.skip(
+@pytest.mark.parametrize("table, place", KEPT or [pytest.param(None, None, marks=pytest.mark.skip(
     reason="no place names the installed release"))], ids=lambda x: str(x))
-def test_a_place_said_kept_in_the_installed_release_is_there(backend, kernel, place):
+def test_a_place_said_kept_in_the_installed_release_is_there(table, place):
     assert _defines(place.module, place.name) is True, (
-        f"{backend} {kernel}: {place} is said to be kept in sglang {INSTALLED} ({place.seen!r}), but its module "
+        f"{table}: {place} is said to be kept in sglang {INSTALLED} ({place.seen!r}), but its module "
         "is missing or does not define that name")
 
 
 @needs_sglang
 @pytest.mark.parametrize("entry", STATIC, ids=lambda e: e.kernel)
 def test_a_static_reference_names_a_place_the_installed_release_has(entry):
-    places = [Place(*alt.split(":", 1)) for alt in entry.fn.split("|")]
-    assert any(_defines(p.module, p.name) for p in places), f"{entry.kernel}: none of {entry.fn} in sglang {INSTALLED}"
+    places = getattr(entry, "fn", None) or entry.loader
+    assert any(_defines(p.module, p.name) for p in places), f"{entry.kernel}: none of {places} in sglang {INSTALLED}"
 
 
 def test_kept_in_reads_releases_ranges_and_later():

@@ -83,7 +83,7 @@ def test_the_static_compiles_left_get_a_time_at_the_rate_of_those_done_once_a_te
 def test_a_backend_line_groups_its_kernels_by_reason():
     class Two:
         name = "two"
-        from ddtree_compat.backends import KernelImpl
+        from ddtree_compat.contract import KernelImpl
 
         implements = (KernelImpl("verify_tree_greedy", "host"), KernelImpl("move_kv", "cuda", what="a CUDA move"))
 
@@ -95,7 +95,7 @@ def test_a_backend_line_groups_its_kernels_by_reason():
 def test_a_long_reason_is_cut_between_words():
     class One:
         name = "one"
-        from ddtree_compat.backends import KernelImpl
+        from ddtree_compat.contract import KernelImpl
 
         implements = (KernelImpl("move_kv", "cuda", what="a CUDA move " + "with a very long description " * 4),)
 
@@ -108,7 +108,7 @@ def test_a_long_reason_is_cut_between_words():
 def test_a_cut_reason_closes_the_parentheses_it_leaves_open():
     class One:
         name = "one"
-        from ddtree_compat.backends import KernelImpl
+        from ddtree_compat.contract import KernelImpl
 
         implements = (KernelImpl("move_kv", "cuda", what="a CUDA move (" + "with a very long description " * 4),)
 

@@ -186,7 +186,7 @@ def test_a_failed_cell_replays_through_what_can_replay_it(kernel, starts):
 ])
 def test_a_failing_cell_s_replay_line_names_what_can_replay_it(kernel, cli):
     """The failure message's line, beside the report's (above): the CLI part only where a record replays the label."""
-    from ddtree_compat.backends.oracle import OracleBackend
+    from ddtree_compat.backends.oracle_column import OracleBackend
     from ddtree_compat.plugin.cells import replay_line
     from ddtree_compat.tiers import Target
 

@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from ddtree_compat.arch import ARCHES
-from ddtree_compat.backends import KernelImpl
+from ddtree_compat.contract import KernelImpl
 from ddtree_compat.families.verify.records import make_case
-from ddtree_compat.families.verify.variants import OversizedSmem
+from ddtree_compat.faultinject import OversizedSmem
 from ddtree_compat.static import sass
 from ddtree_compat.static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
                                           SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, Build, Spec)
@@ -192,16 +192,17 @@ def test_attention_launch_is_recorded_from_sglang_per_arch(ddtree_static_cache, 
     """The compiled launch is the one ``extend_attention_fwd`` makes: sm120's own tiles, verify flags,
     Triton's JIT typing (strides carry the divisibility hint, ``None`` pointers are constexprs). Typed in
     the compile worker, where ``TRITON_INTERPRET`` is unset, so CPU runs (interpreter on) check it too."""
-    from ddtree_compat.backends import sglang_tiles
+    from ddtree_compat.families.attention import tiles
+    from ddtree_compat.families.attention.places import EXTEND_ATTENTION
     from ddtree_compat.static import attention_aot
     from ddtree_compat.static.runner import in_worker
 
-    reason = sglang_missing(sglang_tiles.PLACES)  # SGLang or a module it imports not installed; else fail here
+    reason = sglang_missing(EXTEND_ATTENTION)  # SGLang or a module it imports not installed; else fail here
     if reason:
         pytest.skip(f"SGLang's extend attention is not importable here: {reason}")
     sig, consts, kwargs = in_worker(ddtree_static_cache, attention_aot.typed_launch, "sm120", 128, "bf16")
-    tiles = sglang_tiles.tile_choice("sm120", 128)
-    assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["num_warps"]) == (tiles["BLOCK_M"], tiles["BLOCK_N"], tiles["num_warps"])
+    chosen = tiles.tile_choice("sm120", 128)
+    assert (kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["num_warps"]) == (chosen["BLOCK_M"], chosen["BLOCK_N"], chosen["num_warps"])
     assert kwargs["num_stages"] == 1 and kwargs["USE_CUSTOM_MASK"] is True and kwargs["IS_CAUSAL"] is True
     sig, consts = dict(sig), dict(consts)
     assert sig["Q_Extend"] == "*bf16" and sig["mask_ptr"] == "*u1" and sig["stride_qbs"] == "i32:16"
@@ -233,8 +234,11 @@ def test_toolchain_gaps_are_reasons(tmp_path):
     from ddtree_compat.static import nvcc, triton_aot
 
     assert "nvcc not found" in nvcc.toolchain_reason(str(tmp_path / "nvcc"), "sm120")
-    got = triton_aot.compile_kernel("sglang.no_such_module:kernel", (), (), None, None, "sm120", str(tmp_path))
-    assert got.reason.startswith("cannot import sglang.no_such_module:kernel") and "absent in sglang" in got.reason
+    from ddtree_compat.contract import Place
+
+    absent = (Place("sglang.no_such_module", "kernel", "launch", "no release"),)
+    got = triton_aot.compile_kernel(absent, (), (), None, None, "sm120", str(tmp_path))
+    assert got.reason.startswith("cannot import sglang.no_such_module.kernel") and "absent in sglang" in got.reason
     with pytest.raises(ModuleNotFoundError):  # a name of ours that does not import: an error, not a skip
         triton_aot.compile_kernel("no.such.module:kernel", (), (), None, None, "sm120", str(tmp_path))
 
@@ -280,7 +284,7 @@ def test_sm120_on_a_cpu_machine_selects_static_cells(pytester, verify_suite, ddt
 
 def test_planted_oversized_kernel_through_the_plugin(pytester, verify_suite, ddtree_static_cache):
     result = _run(pytester, ddtree_static_cache, "-m", "static and (sm120 or sm90)", "--ddtree-case", str(verify_suite),
-                  "--ddtree-backend=ddtree_compat.families.verify.variants:OversizedSmem", "--ddtree-results=r.jsonl")
+                  "--ddtree-backend=ddtree_compat.faultinject:OversizedSmem", "--ddtree-results=r.jsonl")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
         "*out of resources: oversized_smem_kernel (mutant-oversized-smem) bm128-bn128-bk128-s4 "
@@ -368,7 +372,7 @@ def test_a_known_issue_turns_a_static_fault_into_an_xfail(pytester, verify_suite
     manifest.write_text('[[issue]]\nid = "planted-smem"\narch = ["sm120"]\nbackend = ["mutant-oversized-smem"]\n'
                         'kernel = ["oversized_smem_kernel"]\nreason = "planted"\nsource = "https://example.org/x"\n')
     result = _run(pytester, ddtree_static_cache, "-m", "static and (sm120 or sm90)", "--ddtree-case", str(verify_suite),
-                  "--ddtree-backend=ddtree_compat.families.verify.variants:OversizedSmem", "--ddtree-results=",
+                  "--ddtree-backend=ddtree_compat.faultinject:OversizedSmem", "--ddtree-results=",
                   f"--ddtree-known-issues={manifest}")
     result.assert_outcomes(passed=1, xfailed=1)
 

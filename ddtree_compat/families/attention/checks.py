@@ -38,25 +38,26 @@ behind a 4096-token prefix: one wrongly visible or hidden node moves an output b
 
 Tile configurations: ``tiles`` is ``native`` (the module's own choice on this device) or an arch of
 :data:`ddtree_compat.arch.TILE_ARCHES` whose choice SGLang's code makes under an emulated compute capability
-(:mod:`ddtree_compat.backends.sglang_tiles`); results say ``verify_attention@emulated-<arch>``.
+(:mod:`.tiles`); results say ``verify_attention@emulated-<arch>``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
 
 from ...cases import stable_seed
 from ...harness.buffers import FLOAT_POISON_BITS, Guarded, canary_report
-from ...harness.calls import call_once, fault_verdict
+from ...harness.calls import check
 from ...outcomes import Verdict
 from ...tiers import Target
 from ..verify.oracle import ancestor_mask
 from .oracle import TOLERANCES, Tolerance, verify_attention_reference
-from .records import NATIVE, AttentionCase, captured_batch
+from .records import CASCADE_KERNEL, GRAPH_KERNEL, KERNEL, NATIVE, AttentionCase, captured_batch
 
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 """Case dtype names (:data:`ddtree_compat.families.attention.records.DTYPES`) -> torch dtypes."""
@@ -81,8 +82,8 @@ class AttentionLayout:
         qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr: see the module docstring.
         max_len_extend: ``n``.
         sm_scale: ``1 / sqrt(Dh)``.
-        reference: float32 ``[bs * n, H, Dh]``.
-        row_names: ``(request, node)`` of each row of ``reference``.
+        reference_inputs: per request, ``(q rows, keys, values, mask block)`` the reference attends over.
+        row_names: ``(request, node)`` of each row of :attr:`reference`.
     """
 
     q: torch.Tensor
@@ -98,7 +99,7 @@ class AttentionLayout:
     mask_indptr: torch.Tensor
     max_len_extend: int
     sm_scale: float
-    reference: torch.Tensor
+    reference_inputs: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
     row_names: list[tuple[int, int]]
 
     INPUTS = ("q", "k", "v", "k_buffer", "v_buffer", "qo_indptr", "kv_indptr", "kv_indices", "custom_mask",
@@ -108,6 +109,13 @@ class AttentionLayout:
         """``verify_attention``'s positional arguments, in order."""
         return (self.q, self.k, self.v, self.o.view, self.k_buffer, self.v_buffer, self.qo_indptr, self.kv_indptr,
                 self.kv_indices, self.custom_mask, self.mask_indptr, self.max_len_extend, self.sm_scale)
+
+    @cached_property
+    def reference(self) -> torch.Tensor:
+        """float32 ``[bs * n, H, Dh]``: the oracle's attention (:func:`verify_attention_reference`), computed when the
+        judge first reads it (after the kernel's call: an exception in it is the suite's own error)."""
+        return torch.cat([verify_attention_reference(q, k, v, mask, self.sm_scale)
+                          for q, k, v, mask in self.reference_inputs])
 
     def input_bits(self) -> dict[str, torch.Tensor]:
         """Bit copies of the inputs (NaN-safe), to check the kernel left them alone."""
@@ -136,8 +144,8 @@ def _visible(case: AttentionCase, b: int, prefix: int, rng: np.random.Generator)
 
 
 def build(case: AttentionCase, device: str) -> AttentionLayout:
-    """Lay ``case`` out on ``device`` (values seeded by :attr:`AttentionCase.data_id`) and compute the
-    reference there, in float32.
+    """Lay ``case`` out on ``device`` (values seeded by :attr:`AttentionCase.data_id`); the float32 reference is
+    computed there when first read (:attr:`AttentionLayout.reference`).
 
     Raises:
         RuntimeError: TF32 matmuls are enabled on CUDA (the reference must be plain float32).
@@ -205,8 +213,7 @@ def build(case: AttentionCase, device: str) -> AttentionLayout:
     reference, names = [], []
     for b, (prefix, (pk, pv)) in enumerate(zip(prefixes, prefix_kv)):
         r = slice(b * n, (b + 1) * n)
-        reference.append(verify_attention_reference(q[r], torch.cat([pk, k[r]]), torch.cat([pv, val[r]]),
-                                                    blocks[b].to(device), sm_scale))
+        reference.append((q[r].clone(), torch.cat([pk, k[r]]), torch.cat([pv, val[r]]), blocks[b].to(device)))
         names += [(b, node) for node in range(n)]
     return AttentionLayout(
         q=q, k=k, v=val, o=Guarded.poisoned_float((rows, heads, dim), dtype, device),
@@ -215,7 +222,7 @@ def build(case: AttentionCase, device: str) -> AttentionLayout:
         kv_indptr=torch.tensor([0, *np.cumsum(prefixes)], dtype=torch.int32, device=device),
         kv_indices=kv_indices.to(device), custom_mask=mask.to(device),
         mask_indptr=torch.cat([torch.zeros(1, dtype=torch.int64), sizes.cumsum(0)]).to(device),
-        max_len_extend=n, sm_scale=sm_scale, reference=torch.cat(reference), row_names=names)
+        max_len_extend=n, sm_scale=sm_scale, reference_inputs=reference, row_names=names)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,7 +241,7 @@ def describe_tiles(t: dict | None) -> str:
 
 
 def judge(case: AttentionCase, lay: AttentionLayout, before: dict[str, torch.Tensor], launch: dict | None,
-          expected_tiles: dict | None, target: Target) -> Verdict:
+          expected_tiles: dict | None, where: str) -> Verdict:
     """Compare ``o`` with the reference (see the module docstring and :data:`TOLERANCES`)."""
     tol = TOLERANCES[case.dtype]
     poison = FLOAT_POISON_BITS[DTYPES[case.dtype]]
@@ -275,37 +282,47 @@ def judge(case: AttentionCase, lay: AttentionLayout, before: dict[str, torch.Ten
                             f"{launch}, SGLang's choice {expected_tiles}")
     note = f"tiles {describe_tiles(launch)}" if launch else "no tile launch"
     if case.tiles != NATIVE:
-        note += f" (SGLang's choice for {case.tiles}, emulated on {target.id})"
+        note += f" (SGLang's choice for {case.tiles}, emulated on {where})"
     if problems:
         return Verdict("wrong", "; ".join(problems) + f"; {note}")
     worst = err.max().item() if err.numel() else 0.0
     return Verdict("pass", f"max |err| {worst:.3g} <= atol {tol.atol:.3g} ({case.dtype}); {note}")
 
 
+@check
+def _attend(case: AttentionCase, backend, device: str, kernel: str, where: str):
+    """Lay ``case`` out on ``device``, call ``backend.<kernel>`` once (``verify_attention``, or its graph or cascade
+    form), return the judge (:func:`judge`); ``where``: the target's id, for the verdict's note."""
+    lay = build(case, device)
+    before = lay.input_bits()
+    expected = None
+    if kernel == KERNEL:
+        if getattr(backend, "attention_tiles", False):
+            expected = backend.attention_tile_choice(case.tiles, case.head_dim)
+        launch = backend.verify_attention(*lay.args(), page_size=case.page_size, tiles=case.tiles)
+    elif kernel == GRAPH_KERNEL:
+        launch = backend.verify_attention_graph(*lay.args(), page_size=case.page_size, capacity=case.verify.slots,
+                                                captured_batch=captured_batch(case.verify.batch))
+    else:
+        launch = backend.verify_attention_cascade(*lay.args(), page_size=case.page_size)
+    return lambda: judge(case, lay, before, launch, expected, where)
+
+
 def run_attention(case: AttentionCase, backend, target: Target) -> Verdict:
-    """Lay ``case`` out on ``target.device``, call ``backend.verify_attention`` once, judge the result.
+    """Lay ``case`` out on ``target.device``, call ``backend.verify_attention`` once, judge the result (the one
+    check shape, :func:`~ddtree_compat.harness.calls.check`).
 
     Never raises for a kernel failure: an exception is a ``fault`` verdict, except that an emulated
     tile configuration that does not fit this device (Triton's out-of-resources error) is a ``skip`` with
     class ``out-of-resources``: a fact about this device, not about the emulated arch. (A case the
     backend declares it cannot run here, e.g. bf16 under Triton's interpreter, never reaches this:
-    :func:`ddtree_compat.backends.unavailable`.)
+    :func:`ddtree_compat.contract.unavailable`.)
     """
-    lay = build(case, target.device)
-    before = lay.input_bits()
-    expected = backend.attention_tile_choice(case.tiles, case.head_dim) if getattr(backend, "attention_tiles",
-                                                                                   False) else None
-    try:
-        launch, duration = call_once(
-            lambda: backend.verify_attention(*lay.args(), page_size=case.page_size, tiles=case.tiles), target.device)
-    except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
-        verdict = fault_verdict(e)
-        if case.tiles != NATIVE and verdict.fault_class == "out-of-resources" and not verdict.context_poisoned:
-            return Verdict("skip", f"{case.tiles_label} tiles ({describe_tiles(expected)}) do not fit {target.id}: "
-                                   f"{verdict.message}", fault_class="out-of-resources")
-        return verdict
-    verdict = judge(case, lay, before, launch, expected, target)
-    verdict.duration_s = duration
+    verdict = _attend(case, backend, target, kernel=KERNEL, where=_where(target))
+    if (case.tiles != NATIVE and verdict.outcome == "fault" and verdict.fault_class == "out-of-resources"
+            and not verdict.context_poisoned):
+        return Verdict("skip", f"{case.tiles_label} tiles do not fit {_where(target)}: {verdict.message}",
+                       fault_class="out-of-resources")
     return verdict
 
 
@@ -314,33 +331,20 @@ def run_attention_graph(case: AttentionCase, backend, target: Target) -> Verdict
     :func:`~ddtree_compat.families.attention.records.captured_batch` requests of capacity ``C`` rows each,
     replayed at the case's live layout; judged the same way (the rows past the live ones are the
     backend's own graph buffers, not ``o``)."""
-    lay = build(case, target.device)
-    before = lay.input_bits()
-    try:
-        launch, duration = call_once(
-            lambda: backend.verify_attention_graph(*lay.args(), page_size=case.page_size, capacity=case.verify.slots,
-                                                   captured_batch=captured_batch(case.verify.batch)),
-            target.device)
-    except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
-        return fault_verdict(e)
-    verdict = judge(case, lay, before, launch, None, target)
-    verdict.duration_s = duration
-    return verdict
+    return _attend(case, backend, target, kernel=GRAPH_KERNEL, where=_where(target))
 
 
 def run_attention_cascade(case: AttentionCase, backend, target: Target) -> Verdict:
     """As :func:`run_attention`, through ``backend.verify_attention_cascade`` (the prefix and the tree attended
     in two passes and merged); judged the same way."""
-    lay = build(case, target.device)
-    before = lay.input_bits()
-    try:
-        launch, duration = call_once(
-            lambda: backend.verify_attention_cascade(*lay.args(), page_size=case.page_size), target.device)
-    except Exception as e:  # noqa: BLE001 - every kernel error is a classified fault
-        return fault_verdict(e)
-    verdict = judge(case, lay, before, launch, None, target)
-    verdict.duration_s = duration
-    return verdict
+    return _attend(case, backend, target, kernel=CASCADE_KERNEL, where=_where(target))
+
+
+def _where(target) -> str:
+    return target if isinstance(target, str) else target.id
+
+
+run_attention.check = run_attention_graph.check = run_attention_cascade.check = _attend.check  # the one shape
 
 
 __all__ = ["AttentionLayout", "Tolerance", "TOLERANCES", "build", "judge", "run_attention", "run_attention_cascade", "run_attention_graph",

@@ -21,7 +21,7 @@ from ...arch import TILE_ARCHES
 from ..verify.records import NestedCase, VerifyCase, make_case
 from ...cases import stable_seed
 from ...errors import CaseError
-from ...records import CaseContext, KernelRecord
+from ...contract import CaseContext, KernelRecord
 
 SCHEMA = "ddtree-compat/attention-case/1"
 KERNEL = "verify_attention"
@@ -288,7 +288,7 @@ GRAPH_RECORD = KernelRecord(
     name=GRAPH_KERNEL,
     summary="verify attention in a CUDA graph captured at capacity and a padded batch, replayed at the live "
             "width and batch",
-    case_param="ddtree_attention_graph_case",
+    case_param="ddtree_attention_case",
     case_type=AttentionCase,
     cases=_cases,
     run="ddtree_compat.families.attention.checks:run_attention_graph",
@@ -299,7 +299,7 @@ CASCADE_RECORD = KernelRecord(
     name=CASCADE_KERNEL,
     summary="verify attention as a cascade: the prefix pass and the tree pass (each row over its own ancestors), "
             "merged by their log-sum-exp",
-    case_param="ddtree_attention_cascade_case",
+    case_param="ddtree_attention_case",
     case_type=AttentionCase,
     cases=_cases,
     run="ddtree_compat.families.attention.checks:run_attention_cascade",

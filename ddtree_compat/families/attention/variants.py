@@ -1,11 +1,11 @@
 """Deliberately wrong ``verify_attention`` backends (test-only): each breaks one thing (all -> ``wrong`` on a
-case where that thing matters), wrapping the ``oracle`` backend's float64 attention."""
+case where that thing matters), wrapping the family's reference float64 attention (:class:`.reference.AttentionReference`)."""
 
 from __future__ import annotations
 
 import torch
 
-from ...backends.oracle import OracleBackend
+from .reference import AttentionReference
 
 
 def _blocks(qo_indptr, kv_indptr, mask_indptr):
@@ -14,7 +14,7 @@ def _blocks(qo_indptr, kv_indptr, mask_indptr):
     return [(qo[b + 1] - qo[b], kv[b + 1] - kv[b], mi[b]) for b in range(len(qo) - 1)]
 
 
-class _TreeMaskMutant(OracleBackend):
+class _TreeMaskMutant(AttentionReference):
     """Runs the oracle's verify attention with each request's tree block of the mask (the last ``n``
     columns of its ``n x (P + n)`` rows) replaced by :meth:`tree_block`."""
 
@@ -41,7 +41,7 @@ class AttentionCausal(_TreeMaskMutant):
         return torch.ones_like(old, dtype=torch.bool).tril().to(old.dtype)
 
 
-class AttentionMisreadsPrefixToken(OracleBackend):
+class AttentionMisreadsPrefixToken(AttentionReference):
     """Reads one prefix token of each request from the wrong slot (its last token's KV is its first's)."""
 
     name = "mutant-attention-misreads-prefix-token"
@@ -56,7 +56,7 @@ class AttentionMisreadsPrefixToken(OracleBackend):
         super().verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, indices, *args, **kwargs)
 
 
-class AttentionWrongKVHead(OracleBackend):
+class AttentionWrongKVHead(AttentionReference):
     """Query head ``h`` reads KV head ``(h // G + 1) % Hk`` (a GQA mapping off by one; no effect when Hk = 1)."""
 
     name = "mutant-attention-wrong-kv-head"
@@ -75,7 +75,7 @@ class AttentionSeesAll(_TreeMaskMutant):
         return torch.ones_like(old)
 
 
-class AttentionWritesPastRows(OracleBackend):
+class AttentionWritesPastRows(AttentionReference):
     """Correct, then writes zeros into the output rows past ``qo_indptr[-1]`` (``tail`` layouts)."""
 
     name = "mutant-attention-writes-past-rows"

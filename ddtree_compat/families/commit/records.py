@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..verify.records import NestedCase, VerifyCase, grid
 from ...errors import CaseError
-from ...records import CaseContext, KernelRecord
+from ...contract import CaseContext, KernelRecord
 
 PAGE_SIZES = (1, 16, 64)
 PLACEMENTS = ("start", "pool-end", "page-cross")

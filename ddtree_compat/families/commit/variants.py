@@ -1,4 +1,5 @@
-"""Deliberately wrong commit backends (test-only): each commit check must call them ``wrong``.
+"""Deliberately wrong commit backends (test-only), each wrapping the family's reference
+(:class:`.reference.CommitReference`): each commit check must call them ``wrong``.
 ``CommitMutant`` breaks each commit kernel; ``WritesPastCommit`` writes past the kept slots (caught in the
 verify + commit graph sequence, :mod:`.graphs`)."""
 
@@ -6,10 +7,17 @@ from __future__ import annotations
 
 import torch
 
-from ...backends.oracle import OracleBackend
+from ..verify.reference import VerifyReference
+from .reference import CommitReference
 
 
-class CommitMutant(OracleBackend):
+class _Round(CommitReference, VerifyReference):
+    """The reference's verify and commit kernels (a commit check's round, the verify + commit graph)."""
+
+    implements = VerifyReference.implements + CommitReference.implements
+
+
+class CommitMutant(_Round):
     """Wrong commit kernels: skips the last kept slot, takes the front slots from node 1 on (drops the
     root's slot), forgets the V pools, writes one position too many into ``req_to_token``, advances
     ``seq_lens`` by one too few, and takes the bonus from the first accepted token."""
@@ -39,7 +47,7 @@ class CommitMutant(OracleBackend):
         return new_seq_lens - 1, bonus
 
 
-class WritesPastCommit(OracleBackend):
+class WritesPastCommit(_Round):
     """Correct commit, but ``fill_accept_out_cache_loc`` also copies the slot one node past each request's
     accepted path into the entry after the kept list (a kernel that walks the capacity ``C`` instead of
     the path): a write past what the oracle says may change, the padded-layout class."""

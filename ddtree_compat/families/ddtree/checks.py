@@ -16,7 +16,7 @@ import torch
 from ...cases import stable_seed
 from ...harness import graphs
 from ...harness.buffers import BOOL_POISON, POISON, Inputs, Out, compare
-from ...harness.calls import Findings, check, synchronize
+from ...harness.calls import Findings, check
 from .oracle import (CPU_RULE, arrays, compile_inputs, eagle_links_reverse, fa_full_row, fa_suffix_row, follow,
                      graph_buckets, packed_mask, padded_visibility, prune_deepest_chains, sample_walk, select_bucket)
 from .records import DDTreeCase
@@ -47,13 +47,16 @@ def _top_inputs(case: DDTreeCase, device: str) -> tuple[Inputs, torch.Tensor, to
 
 
 @check
-def ddtree_build(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_build(case: DDTreeCase, backend, device: str):
     inputs, lp, ids = _top_inputs(case, device)
     outs = _tree_outs(case, device)
     backend.ddtree_build(lp, ids, case.budget, *(o.arg for o in outs))
-    synchronize(device)
-    want = _tree_values([arrays(t, case.budget) for t in case.built()])
-    return [p for o, w in zip(outs, want) for p in o.problems(w)] + inputs.problems()
+
+    def judge() -> list[str]:
+        want = _tree_values([arrays(t, case.budget) for t in case.built()])
+        return [p for o, w in zip(outs, want) for p in o.problems(w)] + inputs.problems()
+
+    return judge
 
 
 def _cpu_trees(case: DDTreeCase):
@@ -62,26 +65,33 @@ def _cpu_trees(case: DDTreeCase):
 
 
 @check
-def ddtree_build_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_build_cpu(case: DDTreeCase, backend, device: str):
     inputs, lp, ids = _top_inputs(case, "cpu")
     got = backend.ddtree_build_cpu(lp, ids, case.budget, case.prune)
-    want = _tree_values([arrays(t, case.budget) for t in _cpu_trees(case)])
-    names = ("tokens", "depths", "parents", "visibility", "sizes")
-    return [p for n, g, w in zip(names, got, want) for p in compare(n, g, w)] + inputs.problems()
+
+    def judge() -> list[str]:
+        want = _tree_values([arrays(t, case.budget) for t in _cpu_trees(case)])
+        names = ("tokens", "depths", "parents", "visibility", "sizes")
+        return [p for n, g, w in zip(names, got, want) for p in compare(n, g, w)] + inputs.problems()
+
+    return judge
 
 
 @check
-def ddtree_prune(case: DDTreeCase, backend, device: str) -> list[str]:
-    full = [arrays(t, case.budget) for t in case.built()]
+def ddtree_prune(case: DDTreeCase, backend, device: str):
+    full = [arrays(t, case.budget) for t in case.built()]  # the build's trees, as the prune kernel is given them
     inputs = Inputs(device)
     given = [inputs.add(n, v, dt) for n, v, dt in zip(
         ("in_tokens", "in_depths", "in_parents", "in_visibility"), _tree_values(full)[:4],
         (torch.int64, torch.int64, torch.int64, torch.bool))]
     outs = _tree_outs(case, device)
     backend.ddtree_prune(*given, *(o.arg for o in outs), case.budget)
-    synchronize(device)
-    want = _tree_values([arrays(prune_deepest_chains(t)[0], case.budget, "identity") for t in case.built()])
-    return [p for o, w in zip(outs, want) for p in o.problems(w)] + inputs.problems()
+
+    def judge() -> list[str]:
+        want = _tree_values([arrays(prune_deepest_chains(t)[0], case.budget, "identity") for t in case.built()])
+        return [p for o, w in zip(outs, want) for p in o.problems(w)] + inputs.problems()
+
+    return judge
 
 
 def _compile_inputs(case: DDTreeCase, device: str, cpu: bool = False):
@@ -110,55 +120,70 @@ def _compile_want(case: DDTreeCase, arrs) -> tuple[list[int], list[int], list[bo
     return ids, pos, mask
 
 
+def _mask_length(case: DDTreeCase) -> int:
+    """The packed mask's length: per request ``q x (past + q)`` booleans, back to back."""
+    return sum(case.q * (past + case.q) for past in case.past_lens)
+
+
+def _padded_visibility_want(arrs, q: int) -> list:
+    """Each tree's visibility with its rows past the tree padded to the identity (the no-mask compile's, in place)."""
+    want = [[list(r) for r in a.visibility] for a in arrs]
+    for b, a in enumerate(arrs):
+        for i, row in enumerate(padded_visibility(a.visibility, a.size, q)):
+            want[b][i][:q] = row
+    return want
+
+
 @check
-def ddtree_compile(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_compile(case: DDTreeCase, backend, device: str):
     inputs, args, arrs = _compile_inputs(case, device)
     bs, q, width = case.batch, case.q, case.budget + 1
-    ids_want, pos_want, mask_want = _compile_want(case, arrs)
-    cap = case.max_bs * width
+    cap, mask_n = case.max_bs * width, _mask_length(case)
     ids = Out.alloc("verify_input_ids", (cap,), slice(0, bs * q), torch.int64, device)
     pos = Out.alloc("verify_position_ids", (cap,), slice(0, bs * q), torch.int64, device)
-    mask_cap = len(mask_want) * (2 if case.layout == "worker" else 1)  # the worker grows its mask buffer by doubling
-    mask = Out.alloc("tree_attention_mask", (mask_cap,), slice(0, len(mask_want)), torch.bool, device)
+    mask_cap = mask_n * (2 if case.layout == "worker" else 1)  # the worker grows its mask buffer by doubling
+    mask = Out.alloc("tree_attention_mask", (mask_cap,), slice(0, mask_n), torch.bool, device)
     backend.ddtree_compile(*args.values(), ids.arg, pos.arg, mask.arg, q, max(case.past_lens) + q)
-    synchronize(device)
-    problems = ids.problems(ids_want) + pos.problems(pos_want) + mask.problems(mask_want) + inputs.problems()
-    if any(a.size < q for a in arrs):  # the FlashAttention path: no mask, padding rows of visibility to identity
+    padded = any(a.size < q for a in arrs)  # the FlashAttention path: no mask, padding rows of visibility to identity
+    if padded:
         vis = args["visibility"].clone()
         ids2 = Out.alloc("verify_input_ids (no mask)", (cap,), slice(0, bs * q), torch.int64, device)
         pos2 = Out.alloc("verify_position_ids (no mask)", (cap,), slice(0, bs * q), torch.int64, device)
         backend.ddtree_compile(args["root"], args["tokens"], args["depths"], vis, args["start"], args["past"],
                                args["sizes"], ids2.arg, pos2.arg, None, q, None)
-        synchronize(device)
-        want = [[list(r) for r in a.visibility] for a in arrs]  # the padding rows to the identity, in place
-        for b, a in enumerate(arrs):
-            for i, row in enumerate(padded_visibility(a.visibility, a.size, q)):
-                want[b][i][:q] = row
-        problems += ids2.problems(ids_want) + pos2.problems(pos_want) + compare("visibility (padded)", vis.cpu(), want)
-    return problems
+
+    def judge() -> list[str]:
+        ids_want, pos_want, mask_want = _compile_want(case, arrs)
+        problems = ids.problems(ids_want) + pos.problems(pos_want) + mask.problems(mask_want) + inputs.problems()
+        if padded:
+            problems += (ids2.problems(ids_want) + pos2.problems(pos_want)
+                         + compare("visibility (padded)", vis.cpu(), _padded_visibility_want(arrs, q)))
+        return problems
+
+    return judge
 
 
 @check
-def ddtree_compile_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_compile_cpu(case: DDTreeCase, backend, device: str):
     """With the mask (``build_mask=True``), then without it (as the FlashAttention worker calls it): the same
     ids and positions, no mask, and the visibility's rows past each tree padded to the identity in place."""
     inputs, args, arrs = _compile_inputs(case, device, cpu=True)
-    ids_want, pos_want, mask_want = _compile_want(case, arrs)
-    ids, pos, mask = backend.ddtree_compile_cpu(*args.values(), case.q, True)
     q = case.q
-    per_row = lambda flat: [flat[b * q:(b + 1) * q] for b in range(case.batch)]  # noqa: E731
-    problems = (compare("verify_input_ids", ids, per_row(ids_want)) + compare("verify_position_ids", pos, per_row(pos_want))
-                + compare("tree_attention_mask", mask, mask_want) + inputs.problems())
+    ids, pos, mask = backend.ddtree_compile_cpu(*args.values(), q, True)
     vis = args["visibility"].clone()
     ids2, pos2, mask2 = backend.ddtree_compile_cpu(*(vis if k == "visibility" else v for k, v in args.items()), q, False)
-    want = [[list(r) for r in a.visibility] for a in arrs]
-    for b, a in enumerate(arrs):
-        for i, row in enumerate(padded_visibility(a.visibility, a.size, q)):
-            want[b][i][:q] = row
-    return (problems + compare("verify_input_ids (no mask)", ids2, per_row(ids_want))
-            + compare("verify_position_ids (no mask)", pos2, per_row(pos_want))
-            + ([] if mask2 is None else ["tree_attention_mask (no mask): a mask was built"])
-            + compare("visibility (padded, no mask)", vis, want))
+
+    def judge() -> list[str]:
+        ids_want, pos_want, mask_want = _compile_want(case, arrs)
+        per_row = lambda flat: [flat[b * q:(b + 1) * q] for b in range(case.batch)]  # noqa: E731
+        return (compare("verify_input_ids", ids, per_row(ids_want)) + compare("verify_position_ids", pos, per_row(pos_want))
+                + compare("tree_attention_mask", mask, mask_want) + inputs.problems()
+                + compare("verify_input_ids (no mask)", ids2, per_row(ids_want))
+                + compare("verify_position_ids (no mask)", pos2, per_row(pos_want))
+                + ([] if mask2 is None else ["tree_attention_mask (no mask): a mask was built"])
+                + compare("visibility (padded, no mask)", vis, _padded_visibility_want(arrs, q)))
+
+    return judge
 
 
 def _fa_inputs(case: DDTreeCase, device: str):
@@ -178,26 +203,29 @@ def _fa_inputs(case: DDTreeCase, device: str):
 
 
 @check
-def ddtree_fa_suffix(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_fa_suffix(case: DDTreeCase, backend, device: str):
     inputs, args, vis, r2t, pool = _fa_inputs(case, device)
     bs, q = case.batch, case.q
     width = max(case.buckets) if case.layout == "worker" else q  # the graph table is sized at the largest bucket
     table = Out.alloc("page_table", (case.max_bs * width, width), (slice(0, bs * q), slice(0, q)), torch.int32, device)
     seqlens = Out.alloc("cache_seqlens", (case.max_bs * width,), slice(0, bs * q), torch.int32, device)
     backend.ddtree_fa_suffix(*args, table.arg, seqlens.arg, q)
-    synchronize(device)
-    rows, lens = [], []
-    for b in range(bs):
-        slots = r2t[pool[b], case.past_lens[b]:case.past_lens[b] + q].tolist()
-        for i in range(q):
-            row, n = fa_suffix_row(vis[b][i], slots, q)
-            rows.append(row)
-            lens.append(n)
-    return table.problems(rows) + seqlens.problems(lens) + inputs.problems()
+
+    def judge() -> list[str]:
+        rows, lens = [], []
+        for b in range(bs):
+            slots = r2t[pool[b], case.past_lens[b]:case.past_lens[b] + q].tolist()
+            for i in range(q):
+                row, n = fa_suffix_row(vis[b][i], slots, q)
+                rows.append(row)
+                lens.append(n)
+        return table.problems(rows) + seqlens.problems(lens) + inputs.problems()
+
+    return judge
 
 
 @check
-def ddtree_fa_full(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_fa_full(case: DDTreeCase, backend, device: str):
     inputs, args, vis, r2t, pool = _fa_inputs(case, device)
     bs, q = case.batch, case.q
     ctx = r2t.shape[1]
@@ -205,29 +233,36 @@ def ddtree_fa_full(case: DDTreeCase, backend, device: str) -> list[str]:
     table = Out.alloc("page_table", (case.max_bs * q, width), slice(0, bs * q), torch.int32, device)
     seqlens = Out.alloc("cache_seqlens", (case.max_bs * q,), slice(0, bs * q), torch.int32, device)
     backend.ddtree_fa_full(*args, table.arg, seqlens.arg, q)
-    synchronize(device)
-    want = torch.full((bs * q, width), POISON, dtype=torch.int32)  # past a row's length: untouched (no zero fill)
-    lens = []
-    for b in range(bs):
-        seq = case.past_lens[b]
-        prefix = r2t[pool[b], :seq].tolist()
-        slots = r2t[pool[b], seq:seq + q].tolist()
-        for i in range(q):
-            row, n = fa_full_row(vis[b][i], prefix, slots, q)
-            want[b * q + i, :n] = torch.tensor(row, dtype=torch.int32)
-            lens.append(n)
-    return table.problems(want) + seqlens.problems(lens) + inputs.problems()
+
+    def judge() -> list[str]:
+        want = torch.full((bs * q, width), POISON, dtype=torch.int32)  # past a row's length: untouched (no zero fill)
+        lens = []
+        for b in range(bs):
+            seq = case.past_lens[b]
+            prefix = r2t[pool[b], :seq].tolist()
+            slots = r2t[pool[b], seq:seq + q].tolist()
+            for i in range(q):
+                row, n = fa_full_row(vis[b][i], prefix, slots, q)
+                want[b * q + i, :n] = torch.tensor(row, dtype=torch.int32)
+                lens.append(n)
+        return table.problems(want) + seqlens.problems(lens) + inputs.problems()
+
+    return judge
 
 
 def _follow_setup(case: DDTreeCase, device: str):
-    q = case.q
     inputs = Inputs(device)
     draft = [case.draft_row(b) for b in range(case.batch)]
     parents = [case.parents_row(b) for b in range(case.batch)]
     args = (inputs.add("draft_tokens", draft, torch.int64), inputs.add("target_predict", case.targets, torch.int64),
             inputs.add("parents", parents, torch.int64), inputs.add("actual_tree_sizes", case.sizes, torch.int64))
-    want = [follow(draft[b], case.targets[b], parents[b], case.sizes[b], q) for b in range(case.batch)]
-    return inputs, args, want
+    return inputs, args
+
+
+def _follow_want(case: DDTreeCase, cap: bool = True) -> list:
+    """The oracle's greedy follow of each request (:func:`~.oracle.follow`)."""
+    return [follow(case.draft_row(b), case.targets[b], case.parents_row(b), case.sizes[b], case.q, cap=cap)
+            for b in range(case.batch)]
 
 
 def _follow_outs(case: DDTreeCase, device: str) -> list[Out]:
@@ -250,23 +285,30 @@ def _follow_values(case: DDTreeCase, want) -> list:
 
 
 @check
-def ddtree_follow(case: DDTreeCase, backend, device: str) -> list[str]:
-    inputs, args, want = _follow_setup(case, device)
+def ddtree_follow(case: DDTreeCase, backend, device: str):
+    inputs, args = _follow_setup(case, device)
     outs = _follow_outs(case, device)
     backend.ddtree_follow(*args, *(o.arg for o in outs))
-    synchronize(device)
-    return [p for o, w in zip(outs, _follow_values(case, want)) for p in o.problems(w)] + inputs.problems()
+
+    def judge() -> list[str]:
+        want = _follow_values(case, _follow_want(case))
+        return [p for o, w in zip(outs, want) for p in o.problems(w)] + inputs.problems()
+
+    return judge
 
 
 @check
-def ddtree_follow_cpu(case: DDTreeCase, backend, device: str) -> list[str]:
-    inputs, args, _ = _follow_setup(case, "cpu")
+def ddtree_follow_cpu(case: DDTreeCase, backend, device: str):
+    inputs, args = _follow_setup(case, "cpu")
     paths, nexts = backend.ddtree_follow_cpu(*args)
-    want = [follow(case.draft_row(b), case.targets[b], case.parents_row(b), case.sizes[b], case.q, cap=False)
-            for b in range(case.batch)]
-    problems = [] if [list(p) for p in paths] == [list(f.indices) for f in want] else [
-        f"accepted paths {[list(p) for p in paths]} (want {[list(f.indices) for f in want]})"]
-    return problems + compare("next_tokens", list(nexts), [f.next_token for f in want]) + inputs.problems()
+
+    def judge() -> list[str]:
+        want = _follow_want(case, cap=False)
+        problems = [] if [list(p) for p in paths] == [list(f.indices) for f in want] else [
+            f"accepted paths {[list(p) for p in paths]} (want {[list(f.indices) for f in want]})"]
+        return problems + compare("next_tokens", list(nexts), [f.next_token for f in want]) + inputs.problems()
+
+    return judge
 
 
 def _uniform_buffers(case: DDTreeCase, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -327,13 +369,13 @@ def sample_probs(case: DDTreeCase, uniforms: list) -> list[list[dict]]:
 
 
 @check
-def ddtree_sample(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_sample(case: DDTreeCase, backend, device: str):
     """Sampling verify with the uniforms it draws into the buffers it is given (torch's generator, seeded):
     the accepted path and the bonus token must be exactly :func:`~.oracle.sample_walk`'s with the uniforms
     the buffers hold after the call. One-hot target probabilities: exactly the greedy follow, for any
     uniforms; ``spread``: real distributions (dyadic masses, so every sum is exact); ``edge``: a child's
     cumulative mass equal to its node's uniform (``<`` rejects it, ``<=`` would not)."""
-    inputs, args, greedy = _follow_setup(case, device)
+    inputs, args = _follow_setup(case, device)
     seed = stable_seed("ddtree-uniforms", case.id) % (2 ** 31)
     predicted, _ = _predicted_uniforms(case, device, seed) if case.probs == "edge" else ([], [])
     rows = sample_probs(case, predicted)
@@ -347,43 +389,56 @@ def ddtree_sample(case: DDTreeCase, backend, device: str) -> list[str]:
     uniforms, uniform_final = _uniform_buffers(case, device)
     torch.manual_seed(seed)
     backend.ddtree_sample(target_probs, args[0], args[2], args[3], *(o.arg for o in outs), uniforms, uniform_final)
-    synchronize(device)
-    used, used_final = uniforms.cpu().tolist(), uniform_final.cpu().tolist()
-    problems = []
-    if any(u != u or not 0.0 <= u < 1.0 for r in used for u in r) or any(u != u or not 0.0 <= u < 1.0 for u in used_final):
-        problems.append("uniform buffers after the call are not all uniforms in [0, 1) (a uniform left undrawn)")
-        want = greedy
-    else:
-        want = [sample_walk(case.draft_row(b), case.parents_row(b), case.sizes[b], case.q, rows[b], used[b],
-                            used_final[b]) for b in range(case.batch)]
-    if case.probs == "onehot" and want != greedy:
-        problems.append(f"one-hot sampling walk {want} differs from the greedy follow {greedy} (oracle)")
-    if case.probs == "edge" and used != predicted:
-        problems.append("the sampler did not draw the uniforms its documented order gives (edge case not at the edge)")
-    return problems + [p for o, w in zip(outs, _follow_values(case, want)) for p in o.problems(w)] + inputs.problems()
+
+    def judge() -> list[str]:
+        greedy = _follow_want(case)
+        used, used_final = uniforms.cpu().tolist(), uniform_final.cpu().tolist()
+        problems = []
+        if (any(u != u or not 0.0 <= u < 1.0 for r in used for u in r)
+                or any(u != u or not 0.0 <= u < 1.0 for u in used_final)):
+            problems.append("uniform buffers after the call are not all uniforms in [0, 1) (a uniform left undrawn)")
+            want = greedy
+        else:
+            want = [sample_walk(case.draft_row(b), case.parents_row(b), case.sizes[b], case.q, rows[b], used[b],
+                                used_final[b]) for b in range(case.batch)]
+        if case.probs == "onehot" and want != greedy:
+            problems.append(f"one-hot sampling walk {want} differs from the greedy follow {greedy} (oracle)")
+        if case.probs == "edge" and used != predicted:
+            problems.append("the sampler did not draw the uniforms its documented order gives (edge case not at the edge)")
+        return problems + [p for o, w in zip(outs, _follow_values(case, want)) for p in o.problems(w)] + inputs.problems()
+
+    return judge
 
 
 @check
-def ddtree_eagle_links(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_eagle_links(case: DDTreeCase, backend, device: str):
     inputs, lp, ids = _top_inputs(case, "cpu")
     nxt, sib = backend.ddtree_eagle_links(lp, ids, case.budget)
-    links = [eagle_links_reverse(t.parents) for t in _cpu_trees(case)]
-    width = case.budget + 1
-    pad = [[(row + [-1] * width)[:width] for row in r] for r in links]
-    return (compare("retrieve_next_token", nxt, [p[0] for p in pad])
-            + compare("retrieve_next_sibling", sib, [p[1] for p in pad]) + inputs.problems())
+
+    def judge() -> list[str]:
+        links = [eagle_links_reverse(t.parents) for t in _cpu_trees(case)]
+        width = case.budget + 1
+        pad = [[(row + [-1] * width)[:width] for row in r] for r in links]
+        return (compare("retrieve_next_token", nxt, [p[0] for p in pad])
+                + compare("retrieve_next_sibling", sib, [p[1] for p in pad]) + inputs.problems())
+
+    return judge
 
 
 @check
-def ddtree_graph_buckets(case: DDTreeCase, backend, device: str) -> list[str]:
+def ddtree_graph_buckets(case: DDTreeCase, backend, device: str):
     buckets, chosen = backend.ddtree_graph_buckets(case.budget, case.prune, ())
-    want = graph_buckets(case.budget, case.prune)
-    problems = [] if list(buckets) == want else [f"buckets {list(buckets)} (want {want})"]
-    wrong = {s: (c, select_bucket(s, want)) for s, c in chosen.items() if c != select_bucket(s, want)}
-    if wrong:
-        problems.append("selected bucket per tree size differs: " + ", ".join(
-            f"size {s}: {c} (want {w})" for s, (c, w) in list(wrong.items())[:6]))
-    return problems
+
+    def judge() -> list[str]:
+        want = graph_buckets(case.budget, case.prune)
+        problems = [] if list(buckets) == want else [f"buckets {list(buckets)} (want {want})"]
+        wrong = {s: (c, select_bucket(s, want)) for s, c in chosen.items() if c != select_bucket(s, want)}
+        if wrong:
+            problems.append("selected bucket per tree size differs: " + ", ".join(
+                f"size {s}: {c} (want {w})" for s, (c, w) in list(wrong.items())[:6]))
+        return problems
+
+    return judge
 
 
 # --------------------------------------------------------------------------------------------------

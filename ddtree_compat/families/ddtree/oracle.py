@@ -2,7 +2,8 @@
 implementations document (tree build, prune, verify-input compile, packed mask, FlashAttention metadata,
 greedy follow, sampling verify, CUDA-graph buckets), not from their code.
 
-Conventions (the implementations', ``../shared/ddtree-impls/README.md`` and their docstrings): per request,
+Conventions (the implementations' docstrings and code; ``docs/ddtree-impls.md`` names each by repository and commit):
+per request,
 ``L = block_size - 1`` depth positions with top-``K`` log-probabilities ``lp[d][r]`` (descending) and
 token ids ``ids[d][r]``; budget ``B``; node 0 is the root (the previous bonus token, not in the node
 arrays), node ``n >= 1`` is the ``n``-th popped heap entry (insertion order); ``parents[0] = -1``; depth 1

@@ -6,7 +6,7 @@ calls each as that implementation's worker does (its method of the record's name
 
 The jit kernels' runtime parameters are all pointers (every size and stride is a constexpr); the constexprs
 are the ones their wrappers derive for budget ``B`` at the live width ``q = B + 1`` (block size 16, ``K = B``,
-batch 8, a Qwen-sized vocabulary, a 4096-token context): ``../shared/ddtree-impls/README.md``.
+batch 8, a Qwen-sized vocabulary, a 4096-token context), read from each wrapper (``docs/ddtree-impls.md``).
 """
 
 from __future__ import annotations

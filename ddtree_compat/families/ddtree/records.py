@@ -51,7 +51,7 @@ from ...cases import SavedCase, stable_seed, plant_path, target_for_path
 from ...errors import CaseError
 from .oracle import CPU_RULE, KERNEL_RULE, BuiltTree, arrays, build, graph_buckets, prune_deepest_chains, select_bucket
 from ...tree import DraftTree
-from ...records import CaseContext, KernelRecord
+from ...contract import CaseContext, KernelRecord
 
 SCHEMA = "ddtree-compat/ddtree-case/1"
 LOGITS = ("peaked", "flat", "ties", "deep", "wide")

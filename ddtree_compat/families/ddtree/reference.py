@@ -15,7 +15,7 @@ class DDTreeReference:
 
     @property
     def implements(self):
-        from ...backends import KernelImpl
+        from ...contract import KernelImpl
         from ..ddtree.records import KERNELS
 
         return tuple(KernelImpl(k, "torch", what="the DDTree reference (test-only)") for k in KERNELS)

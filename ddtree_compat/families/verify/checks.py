@@ -123,7 +123,7 @@ def run_verify(case: VerifyCase, backend, device: str):
     """Lay out ``case`` on ``device``, call ``backend.verify_tree_greedy`` once, judge the result
     (:func:`~ddtree_compat.harness.calls.check`: an exception is a ``fault``, a difference ``wrong`` or
     ``zero-accept``). Skips (backend unavailable) are the caller's to decide
-    (:func:`ddtree_compat.backends.unavailable`)."""
+    (:func:`ddtree_compat.contract.unavailable`)."""
     bufs = make_verify_buffers(case, device)
     inputs_before = {name: getattr(bufs, name).view.cpu().clone() for name in VerifyBuffers.INPUTS}
     backend.verify_tree_greedy(*bufs.views().values())  # positional, kernel argument order

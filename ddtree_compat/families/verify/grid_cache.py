@@ -1,8 +1,8 @@
 """The verify grid on disk, so a process loads it instead of building it.
 
 Building a profile's grid (:func:`~.records.grid`: 1144 cases of the default profile, each drafted best-first
-and walked by the oracle) takes ~7 s of CPU; every pytest process that collects a kernel test needs it (each
-xdist worker of the sweep, each sweep or pytest session a test starts). Loading the pickle takes ~25 ms.
+and walked by the oracle) takes seconds of CPU; every pytest process that collects a kernel test needs it (each
+xdist worker of the sweep, each sweep or pytest session a test starts). Loading the pickle takes milliseconds.
 
 The key holds everything the grid is made from, as loaded in this process: the source of the modules that
 build it (:data:`BUILDERS`), the code of every function and method they hold (so a function replaced at run
@@ -11,9 +11,9 @@ versions. Entries live under ``$XDG_CACHE_HOME/ddtree-compat/grids`` (``~/.cache
 whole (a temporary file renamed) so workers building at once never read half an entry; an entry that cannot be
 read is built again. ``DDTREE_GRID_CACHE=off`` turns the cache off.
 
-Processes that miss the cache at once (a fresh machine's xdist workers: 14 on the H200) take a file lock per
-profile, so one builds and the others load what it wrote: 14 builds at once took 8.1 s of each worker's start
-there, where one takes ~3 s. A lock not taken within :data:`LOCK_WAIT_S` (a stuck builder, a folder where no lock
+Processes that miss the cache at once (a fresh machine's xdist workers) take a file lock per profile, so one
+builds and the others load what it wrote: many builds at once cost each worker's start several times one build's
+time. A lock not taken within :data:`LOCK_WAIT_S` (a stuck builder, a folder where no lock
 can be made) builds without it.
 """
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ...cases import PLANTS, SavedCase, plant_path, stable_seed, target_for_path
 from ...errors import CaseError
-from ...records import CaseContext, KernelRecord
+from ...contract import CaseContext, KernelRecord
 from ...tree import DraftTree
 from .oracle import VerifyResult, verify_greedy
 from .topologies import TOPOLOGIES, supports_budget

@@ -113,8 +113,9 @@ def _expectation_one_token_ahead(expect) -> None:
     _wrap(expect, "expect_request", make)
 
 
-def _judge_never_checks_acceptance(runner) -> None:
-    _wrap(runner, "_judge_accept", lambda real: lambda *args, **kwargs: False)
+def _judge_never_checks_acceptance(judge) -> None:
+    for rule in ("zero_accept", "meta_info_accept", "metrics_accept", "decode_line_accept", "server_info_accept"):
+        _wrap(judge, rule, lambda real: lambda *args, **kwargs: judge.Found())
 
 
 def _tree_mask_shows_siblings(reference) -> None:
@@ -192,7 +193,7 @@ BUGS = {b.name: b for b in (
     Bug("adapter-names-a-missing-module", "ddtree_compat.backends.sglang_triton", _adapter_names_a_missing_module,
         ("tests/unit/test_harness.py::test_sglang_triton_interpret_matches_oracle_on_a_grid_slice",),
         "the sglang-triton adapter's verify kernel names modules the installed SGLang does not have"),
-    Bug("tile-module-raises", "ddtree_compat.backends.sglang_tiles", _tile_module_raises,
+    Bug("tile-module-raises", "ddtree_compat.families.attention.tiles", _tile_module_raises,
         ("tests/unit/test_attention.py::test_emulation_patches_sglang_and_restores",),
         "sglang_tiles.extend_attention_module() raises (the tile emulation's module lookup)"),
     Bug("attention-reference-ignores-mask", "ddtree_compat.families.attention.oracle", _reference_ignores_the_mask,
@@ -207,7 +208,7 @@ BUGS = {b.name: b for b in (
     Bug("signature-empty", "ddtree_compat.static.attention_aot", _signature_empty,
         ("tests/unit/test_static.py::test_attention_launch_is_recorded_from_sglang_per_arch",),
         "static attention_aot.signature_of returns empty (typed in the compile worker, interpreter on or off)"),
-    Bug("judge-never-checks-acceptance", "ddtree_compat.e2e.runner", _judge_never_checks_acceptance,
+    Bug("judge-never-checks-acceptance", "ddtree_compat.e2e.judge", _judge_never_checks_acceptance,
         ("tests/e2e/test_runner.py::test_zero_acceptance_is_the_field_symptom",
          "tests/e2e/test_runner.py::test_wrong_accept_length_is_wrong"),
         "the e2e judge never checks the accept figures"),
@@ -215,7 +216,7 @@ BUGS = {b.name: b for b in (
         ("tests/e2e/test_runner.py::test_a_cuda_fault_in_the_log_wins_and_carries_the_excerpt",
          "tests/e2e/test_fixtures.py::test_server_that_died_at_start_logs_a_fault_line_naming_why"),
         "the e2e judge's fault scan of the server log finds nothing"),
-    Bug("tree-mask-shows-siblings", "ddtree_compat.e2e.reference", _tree_mask_shows_siblings,
+    Bug("tree-mask-shows-siblings", "ddtree_compat.e2e.forward", _tree_mask_shows_siblings,
         ("tests/e2e/test_poison.py::test_tree_verify_with_the_ancestor_mask_is_lossless",),
         "the e2e reference's tree verify mask is causal in node order (siblings visible): the poison target "
         "must change the tokens"),

@@ -27,28 +27,23 @@ import sys
 from contextlib import contextmanager
 from unittest import mock
 
-from ..arch import parse_arch
-from .sglang_locate import Place, locate
-
-MODULE = "sglang.kernels.ops.attention.extend_attention"
-PLACES = (Place(MODULE, "extend_attention_fwd", seen="0.5.18+, ddtree-v2"),
-          Place("sglang.srt.layers.attention.triton_ops.extend_attention", "extend_attention_fwd",
-                seen="0.5.12, 0.5.15, the June 2026 DDTree trees"))
-"""Where releases keep ``extend_attention_fwd`` (:mod:`.sglang_locate`)."""
+from ...arch import parse_arch
+from ...contract import locate
+from .places import EXTEND_ATTENTION
 NATIVE = "native"
 TILE_KEYS = ("BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV", "BLOCK_M", "BLOCK_N", "num_warps")
 LAUNCH_KEYS = (*TILE_KEYS, "BLOCK_N_PREFIX", "num_stages", "PAGE_SIZE")
 
 
 def extend_attention_module():
-    """The module of the installed SGLang's ``extend_attention_fwd`` (:data:`PLACES`).
+    """The module of the installed SGLang's ``extend_attention_fwd`` (:data:`.places.EXTEND_ATTENTION`).
 
     Raises:
         Absent, MissingDependency: this SGLang does not have it, or a module it imports is not installed
-            (:mod:`.sglang_locate`; skip reasons, and only these).
+            (:mod:`ddtree_compat.contract.places`; skip reasons, and only these).
         AdapterError: anything else (ours, reported as an error).
     """
-    fn, _ = locate(PLACES)
+    fn, _ = locate(EXTEND_ATTENTION)
     return sys.modules[fn.__module__]
 
 

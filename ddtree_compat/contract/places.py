@@ -41,8 +41,9 @@ class Place:
     Attributes:
         module: dotted module name (``sglang.kernels.ops.speculative.spec_tree``).
         name: the function there.
-        kind: ``wrapper`` (SGLang's host function, called as SGLang calls it) or ``launch`` (a
-            ``@triton.jit`` kernel, launched as its wrapper launches it).
+        kind: ``wrapper`` (SGLang's host function, called as SGLang calls it), ``launch`` (a
+            ``@triton.jit`` kernel, launched as its wrapper launches it, or compiled by the static tier) or
+            ``loader`` (a function whose call builds a JIT module: the static tier runs it per arch).
         seen: the releases and trees seen keeping it there, comma-separated: ``0.5.23``, ``0.5.18+``,
             ``0.5.15-0.5.22``, or a tree's name (:meth:`kept_in` reads the releases; the unit tests hold them).
     """
