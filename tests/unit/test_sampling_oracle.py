@@ -343,34 +343,39 @@ def test_unknown_skews_are_refused():
 # --------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sampler", ["tree", "ddtree", "chain", "block"])
-def test_law_agrees_with_the_decision_oracle(sampler):
-    """4000 rounds of the decision oracle with seeded float32 coins, tested against the exact law by the family's
-    own goodness-of-fit test at alpha 1e-6 (a fixed seed: this passes or fails the same way every run)."""
+LAW_TREE = DraftTree((-1, 0, 0, 1, 1, 2), (9, 0, 1, 2, 3, 0))
+
+
+def _rich_target(vocab: int) -> int:
+    """A table seed whose rows on LAW_TREE give at least 8 categories (a test with some degrees of freedom)."""
+    return next(s for s in range(100) if len(L.marginal(L.tree_law(O.links(LAW_TREE), _rows(LAW_TREE, Table(s, vocab)),
+                                                                  vocab, 3), 2)) >= 8)
+
+
+def _rounds(sampler: str, skew, rounds: int, seed: int) -> tuple[list, dict]:
+    """``rounds`` draws of the decision oracle (seeded float32 coins; the chain's drafts drawn from the draft
+    table) cut to two tokens, and the exact law of the same (``skew`` in both)."""
     import numpy as np
 
-    from ddtree_compat.families.sampling.distribution import counts, gof_test
-
-    gen = np.random.default_rng(11)
+    gen = np.random.default_rng(seed)
     vocab = 4
-    tree = DraftTree((-1, 0, 0, 1, 1, 2), (9, 0, 1, 2, 3, 0))
-    seed = next(s for s in range(100) if len(L.marginal(L.tree_law(O.links(tree), _rows(tree, Table(s, vocab)),
-                                                                   vocab, 3), 2)) >= 8)
-    target, draft = Table(seed, vocab), Table(1000 + seed, vocab)
-    rows = _rows(tree, target)
+    target_seed = _rich_target(vocab)
+    target, draft = Table(target_seed, vocab), Table(1000 + target_seed, vocab)
+    rows = _rows(LAW_TREE, target)
     seen = []
     if sampler in ("tree", "ddtree"):
-        law = L.tree_law(O.links(tree), rows, vocab, 3, fallback="last" if sampler == "tree" else "vocab-1")
-        for _ in range(4000):
+        width = 3 if sampler == "tree" else 6  # the DDTree sampler walks the whole tree (q = D)
+        law = L.tree_law(O.links(LAW_TREE), rows, vocab, width, skew=skew, fallback="last" if sampler == "tree" else "vocab-1")
+        for _ in range(rounds):
             u = [float(x) for x in gen.random(6, dtype=np.float32)]
             uf = float(gen.random(dtype=np.float32))
-            r = (O.tree_target_only(O.links(tree), rows, u, uf, vocab, 3) if sampler == "tree"
-                 else O.ddtree_native(tree.tokens, tree.parents, 6, 3, rows, u, uf, vocab))
+            r = (O.tree_target_only(O.links(LAW_TREE), rows, u, uf, vocab, 3, skew=skew) if sampler == "tree"
+                 else O.ddtree_native(LAW_TREE.tokens, LAW_TREE.parents, 6, 6, rows, u, uf, vocab, skew=skew))
             seen.append(r.emitted[:2])
     else:
         steps, block = 2, sampler == "block"
-        law = L.chain_law(steps, target, draft, vocab, block)
-        for _ in range(4000):
+        law = L.chain_law(steps, target, draft, vocab, block, skew=skew)
+        for _ in range(rounds):
             cand, context = [9], ()
             for _s in range(steps):
                 q = draft(context)
@@ -381,11 +386,32 @@ def test_law_agrees_with_the_decision_oracle(sampler):
             tgt = [target(tuple(cand[1:i + 1])) for i in range(steps + 1)]
             drf = [draft(tuple(cand[1:i + 1])) for i in range(steps)]
             u = [float(x) for x in gen.random(steps + 1, dtype=np.float32)]
-            r = O.chain_rejection(cand, tgt, drf, u, float(gen.random(dtype=np.float32)), vocab, block)
+            r = O.chain_rejection(cand, tgt, drf, u, float(gen.random(dtype=np.float32)), vocab, block, skew=skew)
             seen.append(r.emitted[:2])
-    result = gof_test(counts(seen), L.marginal(law, 2))
+    return seen, L.marginal(law, 2)
+
+
+SAMPLERS_AND_SKEWS = ([(s, None) for s in ("tree", "ddtree", "chain", "block")]
+                      + [("tree", k) for k in L.TREE_SKEWS] + [("ddtree", k) for k in L.TREE_SKEWS]
+                      + [("chain", k) for k in L.CHAIN_SKEWS] + [("block", k) for k in L.BLOCK_SKEWS])
+
+
+@pytest.mark.parametrize("sampler, skew", SAMPLERS_AND_SKEWS, ids=str)
+def test_law_agrees_with_the_decision_oracle(sampler, skew):
+    """3000 rounds of the decision oracle (the sampler's rule, or a planted skew: what a broken backend runs),
+    tested against the exact law of the same by the family's own goodness-of-fit test at alpha 1e-6 (fixed
+    seeds: the verdict is the same every run). A skew's rounds are also tested against the sampler's law and
+    rejected wherever the power calculation says 3000 rows catch it."""
+    from ddtree_compat.families.sampling.distribution import counts, gof_test, power
+
+    seen, law = _rounds(sampler, skew, 3000, 11)
+    result = gof_test(counts(seen), law)
     assert not result.reject, result.describe()
-    assert result.dof >= 3
+    assert result.dof >= 2
+    if skew is not None:
+        _, null = _rounds(sampler, None, 0, 11)
+        if power(null, law, 3000) > 0.999:
+            assert gof_test(counts(seen), null).reject
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The exact law of what a sampler emits in one round, by enumerating the branches of its algorithm, and the
 planted skews (realistic wrong versions of each sampler, stated as alternatives of the same enumeration).
 
-A round emits a token sequence: the accepted draft tokens, then the bonus token. :func:`tree_law` and
+A round emits a token sequence: the accepted draft tokens, then the bonus token. The skews are
+:mod:`.skews`' (re-exported here). :func:`tree_law` and
 :func:`chain_law` return its law, ``{sequence: probability}``, in real (float64) arithmetic: every coin is
 uniform on ``[0, 1)``, each acceptance test is the set of coins it accepts (an interval), and a branch's
 probability is the measure of its coins. The law of the tree sampler holds for SGLang's target-only kernel and,
@@ -23,35 +24,8 @@ from itertools import product
 from typing import Callable, Mapping, Sequence
 
 from .oracle import Links, Row
-
-# --------------------------------------------------------------------------------------------------
-# Planted skews
-# --------------------------------------------------------------------------------------------------
-
-KEEP_REJECTED = "keep-rejected"
-"""The bonus drawn from the target row without removing the rejected children's mass (tree), or from ``p``
-instead of ``relu(p - q)`` (chain)."""
-CHILD_ROW = "child-row"
-"""Acceptance (and the removed mass) read from the child's target row instead of its parent's."""
-FRESH_UNIFORM = "fresh-uniform"
-"""Every sibling compared with a fresh coin of its own (the kernel: one coin per parent, shared by siblings)."""
-NO_ACCUMULATE = "no-accumulate"
-"""Each sibling compared with its own mass instead of the siblings' cumulative mass (shared coin)."""
-STALE_COIN = "stale-coin"
-"""The coin not refreshed after an accepted draft: the root's coin decides every depth."""
-REUSED_COIN = "reused-coin"
-"""The bonus token drawn with the last node's coin instead of the final coin."""
-UNSCALED_COIN = "unscaled-coin"
-"""The bonus token's coin not scaled by the residual's total (the residual's CDF compared with the bare coin;
-past the total: the fallback token)."""
-INVERTED_RATIO = "inverted-ratio"
-"""Chain: accept when ``coin * p < q`` (target and draft swapped)."""
-UNSCALED_RESIDUAL = "unscaled-residual"
-"""Chain, block verification: the bonus from ``relu(p - q)`` instead of ``relu(h * p - q)``."""
-
-TREE_SKEWS = (KEEP_REJECTED, CHILD_ROW, FRESH_UNIFORM, NO_ACCUMULATE, STALE_COIN, REUSED_COIN, UNSCALED_COIN)
-CHAIN_SKEWS = (KEEP_REJECTED, CHILD_ROW, STALE_COIN, REUSED_COIN, UNSCALED_COIN, INVERTED_RATIO)
-BLOCK_SKEWS = (KEEP_REJECTED, UNSCALED_RESIDUAL, REUSED_COIN, UNSCALED_COIN)
+from .skews import (BLOCK_SKEWS, CHAIN_SKEWS, CHILD_ROW, FRESH_UNIFORM, INVERTED_RATIO, KEEP_REJECTED,  # noqa: F401
+                    NO_ACCUMULATE, REUSED_COIN, SKEWS, STALE_COIN, TREE_SKEWS, UNSCALED_COIN, UNSCALED_RESIDUAL)
 
 Law = dict
 """``{emitted token sequence (tuple): probability}``."""

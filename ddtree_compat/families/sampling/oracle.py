@@ -28,6 +28,9 @@ every mass is a multiple of a common power of two (the case generators draw such
 condition for an exact comparison of bonus tokens.
 
 Rows are sparse: ``{token: mass}``; a token absent has mass 0.
+
+``skew=``: a planted skew of :mod:`.skews` instead of the sampler's rule (what a broken backend runs); the same
+skew's law is :mod:`.law`'s.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ...tree import DraftTree
+from . import skews as K
 
 Row = Mapping[int, float]
 
@@ -198,7 +202,7 @@ def residual(target: Row, subtract: Row, scale: float = 1.0) -> dict[int, float]
 
 def tree_target_only(tree: Links, target: Sequence[Row], uniforms: Sequence[float], uniform_final: float,
                      vocab: int, width: int, threshold_single: float = 1.0, threshold_acc: float = 1.0,
-                     draft: Sequence[Row] | None = None, compare: str = STRICT) -> Round:
+                     draft: Sequence[Row] | None = None, compare: str = STRICT, skew: str | None = None) -> Round:
     """SGLang's ``tree_speculative_sampling_target_only`` for one request (module docstring).
 
     Args:
@@ -210,38 +214,50 @@ def tree_target_only(tree: Links, target: Sequence[Row], uniforms: Sequence[floa
         threshold_single, threshold_acc: as the host passes them (float; ``threshold_acc`` floored at 1e-9).
         draft: the ``draft_probs`` rows the call starts from (SGLang passes zeros: ``None``).
         compare: :data:`STRICT` or :data:`INCLUSIVE`.
+        skew: one of :data:`.skews.TREE_SKEWS`, or ``None``.
+
+    Raises:
+        ValueError: an unknown comparison or skew.
     """
     if compare not in COMPARES:
         raise ValueError(f"comparison {compare!r}: allowed {', '.join(COMPARES)}")
+    if skew is not None and skew not in K.TREE_SKEWS:
+        raise ValueError(f"tree skew {skew!r}: allowed {', '.join(K.TREE_SKEWS)}")
     single = f32(threshold_single)
     acc = max(f32(threshold_acc), f32(THRESHOLD_ACC_FLOOR))
     node, coin, path, rejected = 0, f32(uniforms[0]), [0], []
     for _ in range(1, width):
         chosen, prob_acc = None, 0.0
         for child in tree.children(node):
-            p = f32(target[node].get(tree.candidates[child], 0.0))
-            prob_acc = f32(prob_acc + p)
+            row = target[child] if skew == K.CHILD_ROW else target[node]
+            p = f32(row.get(tree.candidates[child], 0.0))
+            prob_acc = p if skew == K.NO_ACCUMULATE else f32(prob_acc + p)
             bound = f32(prob_acc / acc)
+            test = f32(uniforms[child]) if skew == K.FRESH_UNIFORM else coin
             if compare == STRICT:
-                accept = p > 0 and (coin < bound or p >= single)
+                accept = p > 0 and (test < bound or p >= single)
             else:
-                accept = coin <= bound or p >= single
+                accept = test <= bound or p >= single
             if accept:
                 chosen = child
                 break
-            rejected.append((node, tree.candidates[child]))
+            rejected.append((node, tree.candidates[child], p))
         if chosen is None:
             break
-        node, coin = chosen, f32(uniforms[chosen])
+        node = chosen
+        coin = coin if skew == K.STALE_COIN else f32(uniforms[chosen])
         path.append(chosen)
     if len(path) == width:  # no draft probabilities for the bonus token
         masses = dict(target[node])
     else:
         written = dict(draft[node]) if draft is not None else {}
-        written.update({t: f32(target[node].get(t, 0.0)) for n, t in rejected if n == node})
+        if skew != K.KEEP_REJECTED:
+            written.update({t: p for n, t, p in rejected if n == node})
         masses = residual(target[node], written)
-    bonus = pick(masses, vocab, uniform_final, BONUS_CUDA)
-    return Round(tuple(path), tuple(tree.candidates[n] for n in path[1:]), bonus, tuple(rejected))
+    final = coin if skew == K.REUSED_COIN else uniform_final
+    bonus = pick(masses, vocab, final, BONUS_CUDA, total=1.0 if skew == K.UNSCALED_COIN else None)
+    return Round(tuple(path), tuple(tree.candidates[n] for n in path[1:]), bonus,
+                 tuple((n, t) for n, t, _ in rejected))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -256,7 +272,7 @@ def _draft_mass(q: float, guard: bool) -> float:
 
 def chain_rejection(candidates: Sequence[int], target: Sequence[Row], draft: Sequence[Row],
                     uniforms: Sequence[float], uniform_final: float, vocab: int, block: bool = False,
-                    draft_guard: bool = True) -> Round:
+                    draft_guard: bool = True, skew: str | None = None) -> Round:
     """SGLang's ``chain_speculative_sampling_triton`` for one request (module docstring).
 
     Args:
@@ -267,47 +283,68 @@ def chain_rejection(candidates: Sequence[int], target: Sequence[Row], draft: Seq
         block: block verification: the longest prefix is chosen from the last step down, step ``s`` with
             ``uniforms[s - 1]`` (docs/sampling-kernels.md).
         draft_guard: 0.5.22+: a draft mass outside ``(0, 1]`` never accepts (0.5.15-0.5.20: no guard).
+        skew: one of :data:`.skews.CHAIN_SKEWS` (:data:`.skews.BLOCK_SKEWS` with ``block``), or ``None``.
+
+    Raises:
+        ValueError: a skew not of the mode.
     """
+    allowed = K.BLOCK_SKEWS if block else K.CHAIN_SKEWS
+    if skew is not None and skew not in allowed:
+        raise ValueError(f"chain skew {skew!r}: allowed {', '.join(allowed)}")
     steps = len(candidates) - 1
     scale, norm = 1.0, -1.0
     if not block:
         accepted = 0
         while accepted < steps:
             token = candidates[accepted + 1]
-            p = f32(target[accepted].get(token, 0.0))
+            p = f32((target[accepted + 1] if skew == K.CHILD_ROW else target[accepted]).get(token, 0.0))
             q = f32(draft[accepted].get(token, 0.0))
+            coin = f32(uniforms[0] if skew == K.STALE_COIN else uniforms[accepted])
             ok = (0.0 < q <= 1.0) if draft_guard else True
-            if ok and f32(f32(uniforms[accepted]) * q) < p:
+            passed = f32(coin * p) < q if skew == K.INVERTED_RATIO else f32(coin * q) < p
+            if ok and passed:
                 accepted += 1
             else:
                 break
+        final = uniforms[accepted] if skew == K.REUSED_COIN else uniform_final
     else:
-        prefix, h = [], 1.0
-        for s in range(1, steps + 1):
-            token = candidates[s]
-            p = f32(target[s - 1].get(token, 0.0))
-            q = f32(draft[s - 1].get(token, 0.0))
-            h = min(f32(f32(h * p) / q), 1.0) if 0.0 < q <= 1.0 else 0.0
-            prefix.append(h)
-        accepted = 0
-        for s in range(steps, 0, -1):
-            h, coin = prefix[s - 1], f32(uniforms[s - 1])
-            if not coin < h:
-                continue
-            accept_prob, mass = h, -1.0
-            if s < steps and 0.0 < h < 1.0:
-                mass = f32(sum(residual(target[s], draft[s], h).values()))  # this pass reads q unguarded
-                accept_prob = f32(mass / f32(f32(mass + 1.0) - h))
-            if coin < accept_prob:
-                accepted, scale, norm = s, h, mass
-                break
-    if accepted == steps:
-        masses = dict(target[accepted])
+        accepted, scale, norm = _block(candidates, target, draft, uniforms, steps)
+        final = uniforms[accepted - 1] if skew == K.REUSED_COIN and accepted > 0 else uniform_final
+    if accepted == steps or skew == K.KEEP_REJECTED:
+        masses, norm = dict(target[accepted]), -1.0
     else:
         subtract = {t: _draft_mass(f32(m), draft_guard) for t, m in draft[accepted].items()}
+        if skew == K.UNSCALED_RESIDUAL:
+            scale, norm = 1.0, -1.0
         masses = residual(target[accepted], subtract, scale)
-    bonus = pick(masses, vocab, uniform_final, BONUS_TRITON, total=norm if norm >= 0 else None)
+    total = 1.0 if skew == K.UNSCALED_COIN else (norm if norm >= 0 else None)
+    bonus = pick(masses, vocab, final, BONUS_TRITON, total=total)
     return Round(tuple(range(accepted + 1)), tuple(candidates[1:accepted + 1]), bonus)
+
+
+def _block(candidates, target, draft, uniforms, steps) -> tuple[int, float, float]:
+    """Block verification's choice: ``(accepted drafts, residual scale h, residual mass or -1)``. Prefix
+    probabilities ``h_s = min(h_{s-1} * p / q, 1)`` (0 where ``q`` is outside ``(0, 1]``); from the last step
+    down, step ``s`` is taken when ``uniforms[s - 1] < h_s`` and, for ``s`` before the last with ``0 < h_s < 1``,
+    below ``S / (S + 1 - h_s)`` with ``S = sum relu(h_s * p - q)`` over row ``s``."""
+    prefix, h = [], 1.0
+    for s in range(1, steps + 1):
+        token = candidates[s]
+        p = f32(target[s - 1].get(token, 0.0))
+        q = f32(draft[s - 1].get(token, 0.0))
+        h = min(f32(f32(h * p) / q), 1.0) if 0.0 < q <= 1.0 else 0.0
+        prefix.append(h)
+    for s in range(steps, 0, -1):
+        h, coin = prefix[s - 1], f32(uniforms[s - 1])
+        if not coin < h:
+            continue
+        accept_prob, mass = h, -1.0
+        if s < steps and 0.0 < h < 1.0:
+            mass = f32(sum(residual(target[s], draft[s], h).values()))  # this pass reads q unguarded
+            accept_prob = f32(mass / f32(f32(mass + 1.0) - h))
+        if coin < accept_prob:
+            return s, h, mass
+    return 0, 1.0, -1.0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -316,33 +353,44 @@ def chain_rejection(candidates: Sequence[int], target: Sequence[Row], draft: Seq
 
 
 def ddtree_native(draft: Sequence[int], parents: Sequence[int], size: int, q: int, target: Sequence[Row],
-                  uniforms: Sequence[float], uniform_final: float, vocab: int) -> Round:
+                  uniforms: Sequence[float], uniform_final: float, vocab: int, skew: str | None = None) -> Round:
     """``sample_ddtree_target_probs_triton`` for one request (module docstring).
 
     Args:
         draft: ``q`` tokens, the root first; parents: ``q`` parents (``-1`` for the root and past the tree).
         size: the tree's node count, clamped to ``1 .. q``; nodes ``>= size`` are not children.
         target: ``q`` rows; uniforms: ``q`` coins (node ``n``'s children use ``uniforms[n]``).
+        skew: one of :data:`.skews.TREE_SKEWS`, or ``None``.
+
+    Raises:
+        ValueError: an unknown skew.
     """
+    if skew is not None and skew not in K.TREE_SKEWS:
+        raise ValueError(f"tree skew {skew!r}: allowed {', '.join(K.TREE_SKEWS)}")
     live = max(1, min(size, q))
-    path, node = [0], 0
+    path, node, coin = [0], 0, f32(uniforms[0])
     kids: list[int] = []
     for _ in range(q - 1):
         kids = [j for j in range(1, live) if parents[j] == node]
-        coin, prefix, chosen = f32(uniforms[node]), 0.0, None
+        prefix, chosen = 0.0, None
         for j in kids:
-            prefix = f32(prefix + f32(target[node].get(draft[j], 0.0)))
-            if coin < prefix:
+            p = f32((target[j] if skew == K.CHILD_ROW else target[node]).get(draft[j], 0.0))
+            prefix = p if skew == K.NO_ACCUMULATE else f32(prefix + p)
+            test = f32(uniforms[j]) if skew == K.FRESH_UNIFORM else coin
+            if test < prefix:
                 chosen = j
                 break
         if chosen is None:
             break
         path.append(chosen)
         node = chosen
+        coin = coin if skew == K.STALE_COIN else f32(uniforms[node])
         kids = []
-    removed = {draft[j] for j in kids}
-    masses = {t: f32(m) for t, m in target[node].items() if t not in removed}
-    bonus = pick(masses, vocab, uniform_final, BONUS_SEARCHSORTED)
+    removed = {} if skew == K.KEEP_REJECTED else {
+        draft[j]: f32((target[j] if skew == K.CHILD_ROW else target[node]).get(draft[j], 0.0)) for j in kids}
+    masses = residual(target[node], removed)
+    final = coin if skew == K.REUSED_COIN else uniform_final
+    bonus = pick(masses, vocab, final, BONUS_SEARCHSORTED, total=1.0 if skew == K.UNSCALED_COIN else None)
     return Round(tuple(path), tuple(draft[j] for j in path[1:]), bonus)
 
 
