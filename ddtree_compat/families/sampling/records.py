@@ -227,13 +227,17 @@ class SamplingCase(SavedCase):
     def links(self, b: int = 0) -> O.Links:
         return O.links(self.trees[b], self.siblings)
 
-    def target_fn(self, b: int = 0):
-        """The target's row as a function of the context (tokens emitted this round), cached."""
-        return _TargetFn(self, b)
+    def target_fn(self, b: int = 0) -> "_TargetFn":
+        """Request ``b``'s target row as a function of the context (tokens emitted this round), memoised."""
+        return self._tables.setdefault(("target", b), _TargetFn(self, b))
 
-    def draft_fn(self, b: int = 0):
-        """The chain's draft rows as a function of the context, cached."""
-        return _DraftFn(self, b)
+    def draft_fn(self, b: int = 0) -> "_DraftFn":
+        """Request ``b``'s draft row (the chain's) as a function of the context, memoised."""
+        return self._tables.setdefault(("draft", b), _DraftFn(self, b))
+
+    @cached_property
+    def _tables(self) -> dict:
+        return {}
 
     # ---------------------------------------------------------------- exact cases
     @cached_property
@@ -445,7 +449,8 @@ class _TargetFn:
             rng = np.random.default_rng(stable_seed("sampling-target", c.sampler, c.topology, c.budget, c.probs,
                                                     c.vocab, c.topk, c.seed, self.b, context))
             if c.sampler == "chain":
-                favoured = sorted(c.draft_fn(self.b)(context), key=lambda t: -c.draft_fn(self.b)(context)[t])[:2]
+                q = c.draft_fn(self.b)(context)
+                favoured = sorted(q, key=lambda t: (-q[t], t))[:2]
             else:
                 favoured = _children_tokens(c.trees[self.b], context)
             kind = c.probs if c.probs in ("onehot", "peaked", "flat") else "peaked"
