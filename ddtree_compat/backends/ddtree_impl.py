@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import impls
-from ..contract import AdapterError, Backend, KernelImpl, locate
+from ..contract import AdapterError, Backend, KernelImpl, interpreter_on, locate
 from ..families.attention.places import FA3, MERGE_STATE
 from ..families.attention.records import CASCADE_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..families.ddtree import places
@@ -120,8 +120,6 @@ class DDTreeImplBackend(Backend):
         """The kernel module as written; under Triton's interpreter (the interpret tier) with its wrappers'
         device guards lifted at load time (:func:`ddtree_compat.impls.load_module`), so its own wrappers and
         kernels run on CPU tensors."""
-        from . import interpreter_on
-
         return impls.load_module(self.impl.kernel_module, interpreter_on())
 
     def _utils(self):

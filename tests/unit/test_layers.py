@@ -311,3 +311,34 @@ def test_every_package_folder_ships():
     assert found | {"ddtree_compat.kernel_tests"} == listed, (sorted(found - listed), sorted(listed - found))
     assert setup["package-dir"] == {"ddtree_compat.kernel_tests": "tests/kernels"}
     assert (ROOT / "tests" / "kernels" / "__init__.py").exists()
+
+
+def _imported_names(name: str, path: Path, modules: dict[str, Path]):
+    """(line, module, name) for every ``from <package module> import name``, function-level ones too."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            base = package.split(".")
+            stem = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+        else:
+            stem = node.module or ""
+        if stem in modules:
+            for alias in node.names:
+                yield node.lineno, stem, alias.name
+
+
+def test_every_name_imported_from_the_package_exists():
+    """A name moved to another module breaks a function-level import only when that function runs (a
+    tier's kernel loader, say); here every such import is resolved at once."""
+    import importlib
+
+    modules = _modules()
+    missing = []
+    for name, path in sorted(modules.items()):
+        for line, stem, attr in _imported_names(name, path, modules):
+            module = importlib.import_module(stem)
+            if not hasattr(module, attr) and f"{stem}.{attr}" not in modules:
+                missing.append(f"{path.relative_to(ROOT)}:{line}: {stem} has no {attr}")
+    assert not missing, "\n".join(missing)

@@ -424,7 +424,7 @@ def _chain_kernel():
         pytest.skip("the Triton cross-check runs on the interpret tier (TRITON_INTERPRET=1, no GPU)")
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    from ddtree_compat.backends.sglang_locate import import_module
+    from ddtree_compat.contract import import_module
 
     try:
         return import_module("sglang.kernels.ops.speculative.reject_sampling").chain_speculative_sampling_triton

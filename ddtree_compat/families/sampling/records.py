@@ -37,7 +37,7 @@ import numpy as np
 
 from ...cases import SavedCase, stable_seed
 from ...errors import CaseError
-from ...records import CaseContext, KernelRecord
+from ...contract import CaseContext, KernelRecord
 from ...tree import DraftTree
 from ..verify.topologies import TOPOLOGIES as VERIFY_TOPOLOGIES
 from . import law as L
