@@ -79,6 +79,8 @@ def _expression(pytest_args: list[str], flag: str) -> str:
 
 
 PROFILE_ENV = "DDTREE_PROFILE"
+CELL_TIMEOUT_S = 300
+"""``sweep --timeout``'s default: seconds a cell may run before it is a hang."""
 
 
 def _as_given(error: DDTreeInputError, profile_given: bool = True) -> DDTreeInputError:
@@ -195,6 +197,9 @@ def _resume_command(args: argparse.Namespace, stem: str) -> str:
     if args.tests != str(KERNEL_TESTS):
         words += ["--tests", args.tests]
     words += [w for b in args.backend or [] for w in ("--backend", b)]
+    words += ["--fsync"] * args.fsync + (["--sanitize", args.sanitize] if args.sanitize else [])
+    words += (["-n", args.workers] if args.workers else []) + (
+        ["--timeout", str(args.timeout)] if args.timeout != CELL_TIMEOUT_S else [])
     return shlex.join(words + (["--", *args.pytest_args] if args.pytest_args else []))
 
 
@@ -263,10 +268,18 @@ def _sweep_report(args: argparse.Namespace, results: Path, arch: str, stem: str,
     """Write the sweep's report, point the ``latest-*`` links at it (default names), and say in a few lines what
     it holds: partial or whole (with the command for the rest), what was not tested."""
     from . import sweep_files
+    from .errors import ResultsFileError
     from .report.summary import not_tested, summarize
 
     report = results.with_suffix(".md")
-    loaded, picture = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
+    try:
+        loaded, picture = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
+    except ResultsFileError as e:
+        if e.field != "result":
+            raise
+        print(f"report:  none: no cell of {results} finished")  # interrupted between collection and a cell's end
+        print(f"continue: {_resume_command(args, stem)}")
+        return
     whole = not loaded.partial and not interrupted
     state = "nothing left to run" if whole else (
         f"partial, {loaded.done:,} of {loaded.planned:,} cells" if loaded.partial else "partial (interrupted)")
@@ -592,7 +605,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "the file of --name (default: the newest sweep of this arch and profile)")
     s.add_argument("--resume-passes", type=int, default=5,
                    help="after a failing pass, resume up to N times to run cells a crashed worker left (default 5)")
-    s.add_argument("--timeout", type=int, default=300, help="seconds per cell before it is a hang (default 300)")
+    s.add_argument("--timeout", type=int, default=CELL_TIMEOUT_S,
+                   help=f"seconds per cell before it is a hang (default {CELL_TIMEOUT_S})")
     s.add_argument("--fsync", action="store_true",
                    help="fsync the results file after every line (a host that may hang or reboot on a GPU fault)")
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
