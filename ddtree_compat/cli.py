@@ -66,33 +66,59 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _markexpr(pytest_args: list[str]) -> str:
-    """The ``-m`` expression among pytest arguments (``-m EXPR``, ``-mEXPR``), or ``""``."""
+def _expression(pytest_args: list[str], flag: str) -> str:
+    """The ``-m`` or ``-k`` expression (``flag``) among pytest arguments (``-m EXPR``, ``-mEXPR``; the last one
+    given, as pytest takes it), or ``""``."""
+    found = ""
     for i, a in enumerate(pytest_args):
-        if a == "-m" and i + 1 < len(pytest_args):
-            return pytest_args[i + 1]
-        if a.startswith("-m") and not a.startswith("--") and len(a) > 2:
-            return a[2:].lstrip("=")
-    return ""
+        if a == flag and i + 1 < len(pytest_args):
+            found = pytest_args[i + 1]
+        elif a.startswith(flag) and not a.startswith("--") and len(a) > 2:
+            found = a[2:].lstrip("=")
+    return found
+
+
+PROFILE_ENV = "DDTREE_PROFILE"
+CELL_TIMEOUT_S = 300
+"""``sweep --timeout``'s default: seconds a cell may run before it is a hang."""
+
+
+def _as_given(error: DDTreeInputError, profile_given: bool = True) -> DDTreeInputError:
+    """``error`` naming what the user typed or set: ``--backend`` (the plugin's ``--ddtree-backend``), the
+    environment variable a bad value came from (``DDTREE_IMPLS``; ``DDTREE_PROFILE`` unless ``--profile`` was
+    given)."""
+    from . import impls
+
+    field = {"--ddtree-backend": "--backend", "--ddtree-impl": impls.ENV}.get(error.field, error.field)
+    if error.field == "profile":
+        field = PROFILE_ENV if not profile_given and os.environ.get(PROFILE_ENV) else "--profile"
+    return type(error)(field, error.value, error.allowed, error.problem, error.where)
 
 
 def _sweep_inputs(args: argparse.Namespace) -> tuple[list, list[str], Path]:
-    """Check everything a sweep is given before anything runs: profile, tests, backends, the output folder,
-    then (GPUs detected: without NVML that imports torch, seconds) the tiers and the ``-m`` expression.
+    """Check everything a sweep is given before anything runs: profile, tests, backends, the output folder (it
+    can be written), the ``-m`` and ``-k`` expressions (they parse), then (GPUs detected: without NVML that
+    imports torch, seconds) the tiers and the ``-m`` expression's arch markers.
 
     Returns:
         ``(gpus, tiers, tests)``.
     Raises:
-        DDTreeInputError: the first bad input (one line).
+        DDTreeInputError: the first bad input (one line, naming the option or environment variable it came from).
     """
     from . import impls
     from .arch import detect_gpus
     from .backends.registry import resolve
     from .families.verify.records import check_profile
-    from .plugin.markers import check_markexpr
+    from .plugin.markers import check_expression, check_markexpr
+    from .results import check_writable
     from .tiers import TIERS, resolve_tier
 
-    check_profile(args.profile)
+    args.profile_given = args.profile is not None
+    args.profile = args.profile or os.environ.get(PROFILE_ENV) or "default"
+    try:
+        check_profile(args.profile)
+    except DDTreeInputError as e:
+        raise _as_given(e, args.profile_given) from None
     tests = Path(args.tests)
     if not tests.exists():
         raise DDTreeInputError("--tests", str(tests), f"a kernel tests folder or file (default {KERNEL_TESTS})",
@@ -106,12 +132,14 @@ def _sweep_inputs(args: argparse.Namespace) -> tuple[list, list[str], Path]:
                                "containment)", "not a worker count")
     try:
         resolve(args.backend or None, impls.paths_from_env())
-    except DDTreeInputError as e:  # name the option as typed here
-        raise DDTreeInputError("--backend" if e.field == "--ddtree-backend" else e.field, e.value, e.allowed,
-                               e.problem) from None
+    except DDTreeInputError as e:  # name the option as typed here, or the variable the bad value came from
+        raise _as_given(e) from None
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise DDTreeInputError("--out-dir", str(out_dir), "a folder (created if missing)", "is a file")
+    check_writable(out_dir, "--out-dir", folder=True)
+    for flag in ("-m", "-k"):
+        check_expression(flag, _expression(args.pytest_args, flag))
     gpus = detect_gpus()
     tiers = list(TIERS) if args.tier == "all" else [resolve_tier(args.tier, gpus)]
     if "device" in tiers and not gpus:
@@ -119,28 +147,76 @@ def _sweep_inputs(args: argparse.Namespace) -> tuple[list, list[str], Path]:
             raise DDTreeInputError("--tier", "device", "interpret, auto or all on a host without a GPU", "no GPU")
         tiers.remove("device")
         print("no GPU visible: --tier all runs the interpret tier only", flush=True)
-    check_markexpr(_markexpr(args.pytest_args), [g.arch for g in gpus])
+    check_markexpr(_expression(args.pytest_args, "-m"), [g.arch for g in gpus])
     return gpus, tiers, tests
 
 
+def _sweep_stem(args: argparse.Namespace, out_dir: Path, arch: str) -> str:
+    """The stem of this sweep's files (:mod:`ddtree_compat.sweep_files`): ``--name``; else, for ``--resume`` and
+    ``--append``, the newest run of this arch and profile; else a name of its own (``<date>-<arch>-<profile>``,
+    then ``-2``, ``-3`` ...; ``--replace``: the first).
+
+    Raises:
+        DDTreeInputError: ``--name`` holds an earlier run's files and neither ``--replace``, ``--resume`` nor
+            ``--append`` says what to do with them; ``--resume`` finds nothing to resume.
+    """
+    from .sweep_files import default_stem, fresh_stem, newest_stem, taken
+
+    base = default_stem(time.strftime("%Y-%m-%d"), arch, args.profile)
+    if args.name:
+        stem = args.name.removesuffix(".jsonl")
+        results = out_dir / f"{stem}.jsonl"
+        if args.resume and not results.exists():
+            raise DDTreeInputError("--resume", str(results), "the results file of an earlier sweep (its --out-dir "
+                                   "and --name; without --resume a new sweep starts)", "nothing to resume: no such file")
+        earlier = taken(out_dir, stem)
+        if earlier and not (args.replace or args.resume or args.append):
+            raise DDTreeInputError("--name", str(earlier[0]), "a new name, or --replace (start it over), --resume "
+                                   "(run the cells it lacks), --append (add to it)", "an earlier sweep's file: not "
+                                   "replaced")
+        return stem
+    if args.resume or args.append:
+        newest = newest_stem(out_dir, arch, args.profile)
+        if newest is None and args.resume:
+            raise DDTreeInputError("--resume", str(out_dir / f"{base}.jsonl"), "an earlier sweep's results in "
+                                   "--out-dir (of this arch and profile), or --name NAME", "nothing to resume: no "
+                                   "such sweep")
+        return newest or base
+    return base if args.replace else fresh_stem(out_dir, base)
+
+
+def _resume_command(args: argparse.Namespace, stem: str) -> str:
+    """The command that runs what this sweep left: the same sweep, ``--resume`` of its file by name."""
+    import shlex
+
+    words = [*PROG.split(), "sweep", "--resume", "--out-dir", args.out_dir, "--name", stem]
+    if args.tier != "auto":
+        words += ["--tier", args.tier]
+    if args.profile_given:
+        words += ["--profile", args.profile]
+    if args.tests != str(KERNEL_TESTS):
+        words += ["--tests", args.tests]
+    words += [w for b in args.backend or [] for w in ("--backend", b)]
+    words += ["--fsync"] * args.fsync + (["--sanitize", args.sanitize] if args.sanitize else [])
+    words += (["-n", args.workers] if args.workers else []) + (
+        ["--timeout", str(args.timeout)] if args.timeout != CELL_TIMEOUT_S else [])
+    return shlex.join(words + (["--", *args.pytest_args] if args.pytest_args else []))
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from . import sweep_files
     from .results import check_appendable
     from .tiers import device_worker_args
 
     gpus, tiers, tests = _sweep_inputs(args)
     out_dir = Path(args.out_dir)
     arch = "-".join(sorted({g.arch for g in gpus})) or "cpu"
-    stem = args.name.removesuffix(".jsonl") if args.name else f"{time.strftime('%Y-%m-%d')}-{arch}-{args.profile}"
+    stem = _sweep_stem(args, out_dir, arch)
     results = out_dir / f"{stem}.jsonl"
-    if args.resume and not results.exists():
-        raise DDTreeInputError("--resume", str(results), "the results file of an earlier sweep (its --out-dir and "
-                               "--name; without --resume a new sweep starts)", "nothing to resume: no such file")
     if args.append or args.resume:
         check_appendable(results, "--resume" if args.resume else "--append")
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous = results.with_name(f".{results.name}.previous")  # put back if this sweep writes nothing
-    if results.exists() and not (args.append or args.resume):
-        results.replace(previous)
+    aside = sweep_files.set_aside(out_dir, stem) if args.replace else None  # put back if this sweep writes nothing
     if tests.resolve() == KERNEL_TESTS:  # the verify grid every worker collects, built once meanwhile
         from .families.verify.records import warm_grid
 
@@ -155,7 +231,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         cmd = [sys.executable, "-m", "pytest", *_sweep_targets(tests, args.pytest_args), *_sweep_config(tests),
                "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
-               f"--ddtree-cases-dir={out_dir / (stem + '-cases')}", *dist, "--max-worker-restart=100000",
+               f"--ddtree-cases-dir={out_dir / (stem + sweep_files.CASES)}", *dist, "--max-worker-restart=100000",
                f"--timeout={args.timeout}", "--timeout-method=thread", *args.pytest_args]
         if args.resume:
             cmd.append("--ddtree-resume")
@@ -172,7 +248,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         try:
             status = from_pytest(_run_with_resume_passes(cmd, tier, args.resume_passes))
         except KeyboardInterrupt:
-            print("\ninterrupted: the report covers what finished; continue with --resume", flush=True)
+            print("\ninterrupted: the report covers what finished", flush=True)
             statuses.append(Exit.INTERRUPTED)
             break
         print(f"tier {tier}: {status.name.lower().replace('_', ' ')} (exit {int(status)}) in "
@@ -180,16 +256,44 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         statuses.append(status)
         if status == Exit.USAGE:
             break
-    if not results.exists() and previous.exists():
-        previous.replace(results)  # nothing ran (a usage error pytest found): the earlier results stay
-    else:
-        previous.unlink(missing_ok=True)
-        if results.exists():
-            report = results.with_suffix(".md")
-            picture = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
-            print(f"report:  {report} (and .html{', .png' if picture else ''}) of {results}: written, nothing left "
-                  "to run")
+    if not results.exists():
+        sweep_files.restore(aside)  # nothing ran (a usage error pytest found): the earlier run stays
+        return combine(statuses)
+    sweep_files.discard(aside)
+    _sweep_report(args, results, arch, stem, interrupted=Exit.INTERRUPTED in statuses)
     return combine(statuses)
+
+
+def _sweep_report(args: argparse.Namespace, results: Path, arch: str, stem: str, interrupted: bool) -> None:
+    """Write the sweep's report, point the ``latest-*`` links at it (default names), and say in a few lines what
+    it holds: partial or whole (with the command for the rest), what was not tested."""
+    from . import sweep_files
+    from .errors import ResultsFileError
+    from .report.summary import not_tested, summarize
+
+    report = results.with_suffix(".md")
+    try:
+        loaded, picture = _write_report([str(results)], str(report), str(results.with_suffix(".html")))
+    except ResultsFileError as e:
+        if e.field != "result":
+            raise
+        print(f"report:  none: no cell of {results} finished")  # interrupted between collection and a cell's end
+        print(f"continue: {_resume_command(args, stem)}")
+        return
+    whole = not loaded.partial and not interrupted
+    state = "nothing left to run" if whole else (
+        f"partial, {loaded.done:,} of {loaded.planned:,} cells" if loaded.partial else "partial (interrupted)")
+    print(f"report:  {report} (and .html{', .png' if picture else ''}) of {results}: {state}")
+    if not args.name:
+        try:
+            links = sweep_files.point_latest(results.parent, stem, arch, args.profile)
+            print(f"latest:  {links[0].with_suffix('')}.* -> {stem}.*")
+        except OSError as e:
+            print(f"latest:  not linked ({e.strerror or e})")
+    for line in not_tested(summarize(loaded)):
+        print(f"  {line}")
+    if not whole:
+        print(f"continue: {_resume_command(args, stem)}")
 
 
 def _sweep_config(tests: Path) -> list[str]:
@@ -235,18 +339,20 @@ def _sweep_targets(tests: Path, pytest_args: list[str] = ()) -> list[str]:
     return [str(f) for f in files] or [str(tests)]
 
 
-def _write_report(paths: list[str], out: str | None, html: str | None = None) -> bool:
-    """Render the Markdown (to ``out`` or stdout) and the HTML with its summary picture PNG; returns whether
-    a picture was drawn (not for static- or e2e-only results). Everything is rendered before anything is
-    written.
+def _write_report(paths: list[str], out: str | None, html: str | None = None):
+    """Render the Markdown (to ``out`` or stdout) and the HTML with its summary picture PNG, all of the same
+    results, each naming the file(s) they come from; a torn line is said on stderr, one line each. Everything is
+    rendered before anything is written; a PNG left beside the page by an earlier report is removed when this one
+    draws none (static- or e2e-only results), so the three never come from different results.
 
+    Returns:
+        ``(the loaded results, whether a picture was drawn)``.
     Raises:
         ResultsFileError: a results file is not ours. OSError: an output cannot be written.
     """
     from .report import render_html, render_markdown, render_summary
-    from .results import load
 
-    results = load(paths)
+    results = _load(paths, "report")
     png, picture = b"", None
     if html:
         try:
@@ -267,8 +373,20 @@ def _write_report(paths: list[str], out: str | None, html: str | None = None) ->
     if html:
         if png:
             Path(html).with_suffix(".png").write_bytes(png)
+        else:
+            Path(html).with_suffix(".png").unlink(missing_ok=True)  # an earlier report's picture
         Path(html).write_text(page, encoding="utf-8")
-    return bool(png)
+    return results, bool(png)
+
+
+def _load(paths: list[str], command: str):
+    """:func:`ddtree_compat.results.load`, saying on stderr, one line each, which torn lines it left out."""
+    from .results import load
+
+    results = load(paths)
+    for torn in results.torn:
+        print(f"{PROG} {command}: warning: {torn}", file=sys.stderr)
+    return results
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -276,11 +394,33 @@ def cmd_report(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _check_named(flag: str, names: list[str] | None, field: str, sides) -> None:
+    """Refuse a ``--backend`` or ``--kernel`` name (``field`` of a cell: ``backend``, ``kernel``; a kernel also by its
+    base name, ``verify_tree_greedy`` for ``verify_tree_greedy@graph``) that no cell on either side has.
+
+    Raises:
+        DDTreeInputError: the first such name, with the names the sides have.
+    """
+    from .records import base_name
+
+    known = {getattr(r, field) for side in sides for r in side.records}
+    known |= {base_name(k) for k in known} if field == "kernel" else set()
+    for name in names or ():
+        if name not in known:
+            raise DDTreeInputError(flag, name, ", ".join(sorted(known)), f"no cell of that {field} on either side")
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from .gate import compare, render_markdown, warnings
-    from .results import load
+    from .records import base_name
 
-    gate = compare(load([args.baseline]), load([args.candidate]), tuple(args.backend or ()))
+    baseline, candidate = _load([args.baseline], "diff"), _load([args.candidate], "diff")
+    _check_named("--backend", args.backend, "backend", (baseline, candidate))
+    _check_named("--kernel", args.kernel, "kernel", (baseline, candidate))
+    if args.kernel:
+        for side in (baseline, candidate):
+            side.records = [r for r in side.records if r.kernel in args.kernel or base_name(r.kernel) in args.kernel]
+    gate = compare(baseline, candidate, tuple(args.backend or ()))
     for warning in warnings(gate):  # also on stderr: the Markdown can run to thousands of lines
         print(f"{PROG} diff: warning: {warning}", file=sys.stderr)
     text = render_markdown(gate, args.baseline, args.candidate, limit=args.limit)
@@ -312,7 +452,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     try:
         (backend,) = resolve([args.backend], impls.paths_from_env())
-    except DDTreeInputError as e:  # name the option as typed here
+    except DDTreeInputError as e:  # name the option as typed here, or the variable the bad value came from
+        if e.field == "--ddtree-impl":
+            raise _as_given(e) from None
         raise DDTreeInputError("--backend", args.backend, e.allowed, e.problem) from None
     record = _replay_record(case, args.kernel, backend)
     (case,) = record.backend_cases(backend, (case,))  # e.g. a backend without tile choices runs it natively
@@ -447,16 +589,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tier", default="auto", choices=["auto", "interpret", "device", "all"],
                    help="auto: device with a GPU, else interpret (Triton's CPU interpreter); all: interpret and "
                         "device (default auto)")
-    s.add_argument("--profile", default=os.environ.get("DDTREE_PROFILE", "default"),
-                   help="default or full (default: $DDTREE_PROFILE, else default)")
+    s.add_argument("--profile", default=None, help="default or full (default: $DDTREE_PROFILE, else default)")
     s.add_argument("--backend", action="append", help=f"{BACKENDS} (repeatable; default: all)")
     s.add_argument("--out-dir", default="results", help="directory for results JSONL and report (default results/)")
-    s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE; a trailing .jsonl is dropped)")
-    s.add_argument("--append", action="store_true", help="append to an existing results file")
-    s.add_argument("--resume", action="store_true", help="continue a killed sweep: skip cells already in the results")
+    s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE, then DATE-ARCH-PROFILE-2, -3 ...: each sweep "
+                                  "its own files, latest-ARCH-PROFILE.* link to the newest report; a trailing .jsonl "
+                                  "is dropped); an earlier sweep's name is refused without --replace, --resume or "
+                                  "--append")
+    keep = s.add_mutually_exclusive_group()
+    keep.add_argument("--replace", action="store_true",
+                      help="start the file of --name (default: DATE-ARCH-PROFILE) over, its report and cases too")
+    keep.add_argument("--append", action="store_true",
+                      help="append to the file of --name (default: the newest sweep of this arch and profile)")
+    keep.add_argument("--resume", action="store_true",
+                      help="continue a killed or interrupted sweep: run only the cells without a result line in "
+                           "the file of --name (default: the newest sweep of this arch and profile)")
     s.add_argument("--resume-passes", type=int, default=5,
                    help="after a failing pass, resume up to N times to run cells a crashed worker left (default 5)")
-    s.add_argument("--timeout", type=int, default=300, help="seconds per cell before it is a hang (default 300)")
+    s.add_argument("--timeout", type=int, default=CELL_TIMEOUT_S,
+                   help=f"seconds per cell before it is a hang (default {CELL_TIMEOUT_S})")
     s.add_argument("--fsync", action="store_true",
                    help="fsync the results file after every line (a host that may hang or reboot on a GPU fault)")
     s.add_argument("--sanitize", choices=["memcheck", "racecheck", "initcheck", "synccheck"],
@@ -482,6 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("-o", "--output", help="also write the Markdown verdict here (e.g. $GITHUB_STEP_SUMMARY)")
     d.add_argument("--limit", type=int, default=50, help="cells listed per section (default 50)")
     d.add_argument("--backend", action="append", help="compare only this backend's cells (repeatable)")
+    d.add_argument("--kernel", action="append", help="compare only this kernel's cells (a name, or a label such as "
+                                                     "verify_tree_greedy@graph; repeatable)")
     d.set_defaults(func=cmd_diff)
 
     y = sub.add_parser("replay", help="run one case (a JSON file, or any case's id) through one backend "

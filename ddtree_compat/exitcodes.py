@@ -29,8 +29,11 @@ TABLE: tuple[tuple[Exit, str], ...] = (
               "gate found no regression, the cases were listed"),
     (Exit.FAILED, "a kernel cell failed (`wrong`, `zero-accept`, `fault`, `error`, a strict xpass), or the gate "
                   "found a regression"),
-    (Exit.USAGE, "bad input, said in one line on stderr (an unknown option value, backend, kernel, marker or case "
-                 "id; a file that is not a case or results file): nothing was run, written or removed"),
+    (Exit.USAGE, "bad input, said in one line on stderr, naming the option or environment variable (an unknown "
+                 "option value, backend, kernel, marker or case id; a malformed `-m` / `-k` expression; a file that "
+                 "is not a case or results file; an output folder or results path that cannot be written; an "
+                 "earlier sweep's `--name` without `--replace`): nothing was run, written or removed, and no "
+                 "process is left"),
     (Exit.NOT_COMPARED, "`diff` only: no regression, but not everything was compared (a backend · kernel · arch "
                         "ran on one side only, or no cell of a backend under test ran on both): the lines say "
                         "which and why (`ddtree_compat.gate`)"),
@@ -38,7 +41,8 @@ TABLE: tuple[tuple[Exit, str], ...] = (
                     "output"),
     (Exit.NOTHING_RAN, "nothing ran: no cell selected (`sweep -- -k nomatch`), or `replay`'s backend cannot run "
                        "the case here (the line says why; `--allow-skip` makes it 0)"),
-    (Exit.INTERRUPTED, "interrupted (Ctrl-C): the results file keeps what finished; `sweep --resume` runs the rest"),
+    (Exit.INTERRUPTED, "interrupted (Ctrl-C): the results file keeps what finished, the report says it is partial; "
+                       "`sweep --resume` runs the rest (the sweep prints the command)"),
 )
 """Each status and what it means (``docs/results.md`` holds this table: :func:`markdown_table`)."""
 

@@ -1,13 +1,21 @@
 """The durable results file: JSON lines, appended and flushed as each cell finishes.
 
-Three kinds of line, each a JSON object with ``"kind"``:
+Five kinds of line, each a JSON object with ``"kind"``:
 
 * ``env``: one per writing process: ``env_id``, host, GPUs (name, arch, compute capability), the
   process's ``CUDA_VISIBLE_DEVICES`` (one xdist worker per GPU: one ``env`` line per device), driver,
-  CUDA, torch, triton, sglang versions, tier, profile, the known issues in force, start time.
+  CUDA, torch, triton, sglang versions, tier, profile, the known issues in force, what the session could
+  not test and why (``not_tested``), start time.
+* ``plan``: one per collecting process: how many cells its session selected (``cells``, those a resume
+  skips included), so a reader can tell a partial run (:attr:`Results.planned`).
 * ``start``: written just before a cell runs (its coordinates, time, pid); a ``start`` with no
   ``result`` after it marks a cell whose process died (see :mod:`ddtree_compat.isolation`).
 * ``result``: one per cell: :class:`ResultRecord` fields, with the ``env_id`` of its process.
+* ``repair``: a torn last line cut before appending (``at_byte``, ``cut_bytes``, the first bytes cut).
+
+A line is whole when its ``\n`` is written. A writer killed mid-line (or a host that crashed before the page
+cache reached the disk) leaves a *torn* last line: readers leave it out and say so (:class:`Torn`), and the
+next writer cuts it before appending (:func:`cut_torn_tail`), so a resumed run never glues a line onto it.
 
 Each line goes out in one ``write`` on an ``O_APPEND`` descriptor under a blocking ``flock`` of the file
 itself, so xdist workers and several runs can share one file, and files from several runners
@@ -27,7 +35,8 @@ import os
 import platform
 import socket
 import time
-from dataclasses import MISSING, asdict, dataclass, fields
+import tempfile
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
@@ -113,12 +122,14 @@ def _version(module: str) -> str | None:
 
 
 def environment(tier: str, profile: str, known_issues: dict | None = None,
-                implementations: dict | None = None) -> dict:
+                implementations: dict | None = None, not_tested: dict | None = None) -> dict:
     """The ``env`` header for this process. Reads GPUs through NVML (no CUDA init).
 
     ``known_issues`` is ``{id: {"reason", "source"}}`` of the manifest in force (reports link from it);
     ``implementations`` is ``{backend: {"name", "repo", "commit", "path"}}`` of the DDTree implementations
-    under test (:mod:`ddtree_compat.impls`: ``sglang.__version__`` does not identify them).
+    under test (:mod:`ddtree_compat.impls`: ``sglang.__version__`` does not identify them); ``not_tested`` is
+    ``{what: why}`` for what the session cannot test before any cell exists (``{"ddtree": "no DDTree
+    implementation found ..."}``: its tests skip without a cell, so the reports read it from here).
     """
     driver = None
     try:
@@ -157,6 +168,7 @@ def environment(tier: str, profile: str, known_issues: dict | None = None,
         "profile": profile,
         "known_issues": known_issues or {},
         "implementations": implementations or {},
+        "not_tested": not_tested or {},
     }
     # Same machine + software + tier = same id, so xdist workers' headers collapse into one.
     env["env_id"] = hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]
@@ -184,18 +196,16 @@ class ResultsWriter:
     def _descriptor(self) -> int:
         if self._fd is None or self._fd_pid != os.getpid():  # opened lazily, and again in a forked child
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             self._fd_pid = os.getpid()
         return self._fd
 
     def _append(self, lines: Iterable[dict]) -> None:
-        data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
         fd = self._descriptor()
         fcntl.flock(fd, fcntl.LOCK_EX)  # blocks in the kernel: no polling interval
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            repair = _cut_torn_tail(fd)  # a writer killed mid-line: never glue this line onto its bytes
+            _write_lines(fd, [repair, *lines] if repair else lines)
             if self.fsync:
                 os.fsync(fd)
         finally:
@@ -222,6 +232,93 @@ class ResultsWriter:
         self._write({"kind": "start", **coordinates, "env_id": self.env["env_id"], "time": time.time(),
                      "pid": os.getpid()})
 
+    def plan(self, cells: int) -> None:
+        """Append a ``plan`` line: this session selected ``cells`` cells (those a resume skips included), so a
+        report can tell a partial run from a whole one."""
+        self._write({"kind": "plan", "cells": cells, "env_id": self.env["env_id"], "time": time.time(),
+                     "pid": os.getpid()})
+
+
+def _write_lines(fd: int, lines: Iterable[dict]) -> None:
+    data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+TORN_SHOWN = 120
+"""Bytes of a torn line a ``repair`` line keeps (what was cut, for whoever reads the file)."""
+
+
+def _cut_torn_tail(fd: int) -> dict | None:
+    """Cut the bytes after the last ``\n`` of the file open at ``fd`` (read-write, locked by the caller);
+    returns the ``repair`` line to append, or ``None`` when the file ends with a whole line (or is empty)."""
+    size = os.fstat(fd).st_size
+    if not size or os.pread(fd, 1, size - 1) == b"\n":
+        return None
+    cut, end = 0, size
+    while end > 0:  # back from the end, a chunk at a time, to the last newline
+        start = max(0, end - 65536)
+        found = os.pread(fd, end - start, start).rfind(b"\n")
+        if found >= 0:
+            cut = start + found + 1
+            break
+        end = start
+    torn = os.pread(fd, min(size - cut, TORN_SHOWN), cut).decode("utf-8", "replace")
+    os.ftruncate(fd, cut)
+    return {"kind": "repair", "at_byte": cut, "cut_bytes": size - cut, "torn": torn, "time": time.time(),
+            "pid": os.getpid(), "host": socket.gethostname()}
+
+
+def cut_torn_tail(path: str | os.PathLike) -> dict | None:
+    """Before appending to ``path``: cut a torn last line (a writer killed mid-line) and append a ``repair``
+    line saying so, under the file's lock. Returns that line, or ``None`` when there was nothing to cut (or no
+    file).
+
+    Raises:
+        OSError: the file cannot be opened, locked or written.
+    """
+    if not Path(path).is_file():
+        return None
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        repair = _cut_torn_tail(fd)
+        if repair:
+            _write_lines(fd, [repair])
+        return repair
+    finally:
+        os.close(fd)  # releases the lock
+
+
+@dataclass(frozen=True)
+class Torn:
+    """A torn line a read left out: the last line of ``path`` without its ``\\n`` (a writer killed mid-line, or a
+    host that crashed before the page cache reached the disk), or, ``glued``, torn bytes that a later line was
+    appended straight after (by a version of this suite that did not cut them: the whole line after them is
+    read).
+
+    Attributes:
+        path: the results file as named to the reader.
+        line: its line number (1-based).
+        at_byte: where the torn bytes start (bytes from the start of the file, gzip: of its contents).
+        size: how many bytes are torn.
+        glued: a whole line follows the torn bytes on the same line.
+    """
+
+    path: str
+    line: int
+    at_byte: int
+    size: int
+    glued: bool = False
+
+    def __str__(self) -> str:
+        if self.glued:
+            return (f"{self.path}:{self.line}: {self.size} torn bytes (a writer killed mid-line) before a whole "
+                    "line, left out; the whole line is read")
+        return (f"{self.path}:{self.line}: a torn last line ({self.size} bytes at byte {self.at_byte}: a writer "
+                "killed mid-line) left out; every whole line is read")
+
 
 @dataclass
 class Results:
@@ -232,11 +329,27 @@ class Results:
         records: one :class:`ResultRecord` per cell, the latest verdict of each (files' order kept).
         superseded: older verdicts of re-run cells that were dropped (a results file appended to by
             several runs holds a re-run cell more than once).
+        sources: the files read, as named (a second name of one file, a ``latest-*`` link, read once).
+        torn: the torn lines left out (:class:`Torn`).
+        repairs: the ``repair`` lines: torn last lines a later writer cut before appending (with ``path``).
+        planned: cells the runs' sessions selected (their latest ``plan`` line per host, device and tier; 0
+            where no session said: files written before plan lines existed).
+        done: how many of those have a result line.
     """
 
     envs: dict[str, dict]
     records: list[ResultRecord]
     superseded: int = 0
+    sources: list[str] = field(default_factory=list)
+    torn: list[Torn] = field(default_factory=list)
+    repairs: list[dict] = field(default_factory=list)
+    planned: int = 0
+    done: int = 0
+
+    @property
+    def partial(self) -> bool:
+        """Some selected cells have no result line: a run killed or interrupted (``--resume`` runs the rest)."""
+        return self.done < self.planned
 
 
 CellKey = tuple
@@ -285,6 +398,8 @@ def _read_text(path: str | os.PathLike) -> str:
 
 _NAMES = {f.name for f in fields(ResultRecord)}
 _REQUIRED = {f.name for f in fields(ResultRecord) if f.default is MISSING}
+KINDS = ("env", "plan", "start", "result", "repair")
+"""The line kinds of a results file (the module's docstring says what each holds)."""
 
 
 def parse_line(line: str, where: str) -> dict | None:
@@ -292,7 +407,7 @@ def parse_line(line: str, where: str) -> dict | None:
 
     Raises:
         ResultsFileError: not a JSON object, an unknown ``kind``, a result line missing fields or with an
-            unknown outcome (the message names ``where``: file and line).
+            unknown outcome, a plan line without its count (the message names ``where``: file and line).
     """
     if not line.strip():
         return None
@@ -300,9 +415,12 @@ def parse_line(line: str, where: str) -> dict | None:
         obj = json.loads(line)
     except ValueError:
         raise ResultsFileError("line", line[:40], "one JSON object per line (JSONL)", "not JSON", where) from None
-    if not isinstance(obj, dict) or obj.get("kind") not in ("env", "start", "result"):
+    if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
         kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
-        raise ResultsFileError("kind", kind, "env, start, result", "unknown line kind", where)
+        raise ResultsFileError("kind", kind, ", ".join(KINDS), "unknown line kind", where)
+    if obj["kind"] == "plan" and (not isinstance(obj.get("cells"), int) or isinstance(obj.get("cells"), bool)):
+        raise ResultsFileError("cells", obj.get("cells"), "an integer (the cells a session selected)", "wrong type",
+                               where)
     if obj["kind"] == "result":
         missing = _REQUIRED - set(obj)
         if missing:
@@ -319,12 +437,56 @@ def parse_line(line: str, where: str) -> dict | None:
 _TYPES = ((*((n, str, "a string") for n in sorted(_REQUIRED)),
            *((n, (int, type(None)), "an integer or null") for n in ("budget", "batch", "block_size")),
            *((n, (int, float), "a number") for n in ("duration_s", "time"))))
+_LINE_START = '{"kind":"'
+"""How every line :class:`ResultsWriter` writes starts (compact JSON, ``kind`` first)."""
+
+
+def _glued(line: str, where: str) -> tuple[int, dict] | None:
+    """``(where the whole line starts, its object)`` for torn bytes with a whole line of ours appended straight
+    after them, or ``None`` when ``line`` is no such thing."""
+    at = line.rfind(_LINE_START)
+    while at > 0:
+        try:
+            return at, parse_line(line[at:], where)
+        except ResultsFileError:
+            at = line.rfind(_LINE_START, 0, at)
+    return None
+
+
+def read_lines(path: str | os.PathLike) -> tuple[list[tuple[int, dict]], list[Torn]]:
+    """The lines of a results file: ``([(line number, object), ...], torn lines)``; blank lines are skipped, a
+    torn last line and torn bytes glued before a whole line are left out and returned as :class:`Torn`.
+
+    Raises:
+        ResultsFileError: unreadable, or a whole line that is not one of ours (:func:`parse_line`).
+    """
+    text = _read_text(path)
+    body, newline, tail = text.rpartition("\n")
+    lines = body.split("\n") if newline else []
+    out: list[tuple[int, dict]] = []
+    torn: list[Torn] = []
+    for n, line in enumerate(lines, 1):
+        where = f"{path}:{n}"
+        try:
+            obj = parse_line(line, where)
+        except ResultsFileError:
+            glued = _glued(line, where)
+            if glued is None:
+                raise
+            at, obj = glued
+            start = len("\n".join(lines[:n - 1]).encode()) + (n > 1)
+            torn.append(Torn(str(path), n, start, len(line[:at].encode()), glued=True))
+        if obj is not None:
+            out.append((n, obj))
+    if tail:
+        torn.append(Torn(str(path), len(lines) + 1, len(text.encode()) - len(tail.encode()), len(tail.encode())))
+    return out, torn
 
 
 def check_appendable(path: str | os.PathLike, option: str = "--ddtree-results") -> None:
     """Check that ``path`` may be appended to as a results file: absent, empty, or JSONL this suite wrote
-    (a torn last line, from a writer killed mid-write, is tolerated); never gzipped. ``option`` is what the
-    user typed to name it (the error names it).
+    (a torn last line, from a writer killed mid-write, is tolerated: the writer cuts it first,
+    :func:`cut_torn_tail`); never gzipped. ``option`` is what the user typed to name it (the error names it).
 
     Raises:
         ResultsFileError: a ``.gz`` path, an unreadable file, or a line that is not one of ours.
@@ -338,42 +500,101 @@ def check_appendable(path: str | os.PathLike, option: str = "--ddtree-results") 
     if p.is_dir():
         raise ResultsFileError(option, str(p), "a JSONL results file", "is a directory")
     try:
-        text = _read_text(p)
+        read_lines(p)
     except ResultsFileError as e:
-        raise ResultsFileError(option, str(p), "a results file this suite wrote (or a new path)", e.problem) from None
-    lines = text.splitlines()
-    if lines and not text.endswith("\n"):
-        lines = lines[:-1]  # a torn last line
-    for n, line in enumerate(lines, 1):
-        try:
-            parse_line(line, f"{p}:{n}")
-        except ResultsFileError as e:
-            raise ResultsFileError(option, str(p), "a results file this suite wrote (or a new path)",
-                                   f"line {n}: {e.problem}") from None
+        line = e.where.rpartition(":")[2] if e.where else ""
+        raise ResultsFileError(option, str(p), "a results file this suite wrote (or a new path)",
+                               f"line {line}: {e.problem}" if line else e.problem) from None
+
+
+def check_writable(path: str | os.PathLike, option: str, folder: bool = False) -> None:
+    """Check, before anything runs, that ``path`` can be written: a results file (appended to, created with its
+    folders if missing) or, with ``folder``, an output folder. Nothing is left behind: an existing file is
+    opened for appending and closed; otherwise a temporary file is made and removed in ``path`` (a folder) or
+    in its nearest existing folder.
+
+    Raises:
+        ResultsFileError: a read-only file system, no permission, or a file where a folder is needed (the
+            message names ``option``).
+    """
+    p = Path(path)
+    allowed = "a folder this user can write (created if missing)" if folder else \
+        "a file this user can write (created, with its folders, if missing)"
+    here = p if p.exists() else next((a for a in p.parents if a.exists()), Path("."))
+    if here is not p and not here.is_dir():
+        raise ResultsFileError(option, str(p), allowed, f"{here} is a file, not a folder")
+    if here is p and p.is_dir() != folder:
+        raise ResultsFileError(option, str(p), allowed, "is a folder" if p.is_dir() else "is a file")
+    try:
+        if here is p and not folder:
+            os.close(os.open(p, os.O_WRONLY | os.O_APPEND))
+        else:
+            fd, probe = tempfile.mkstemp(dir=here, prefix=".ddtree-write-check-")
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        raise ResultsFileError(option, str(p), allowed, f"cannot write {'there' if here is p else here}: "
+                               f"{e.strerror or e}") from None
+
+
+def _session_of(env_id: str, envs: dict[str, dict]) -> tuple:
+    """``(host, CUDA_VISIBLE_DEVICES, tier)`` of the process that wrote a line: one pytest session (several
+    xdist workers sharing a device share it)."""
+    env = envs.get(env_id, {})
+    return env.get("host", ""), env.get("cuda_visible_devices") or "", env.get("tier", "")
+
+
+def _completion(envs: dict[str, dict], records: list[ResultRecord], plans: list[dict]) -> tuple[int, int]:
+    """``(planned, done)``: per session, its latest plan's cells and how many distinct cells (by node id) of it
+    have a result line."""
+    latest_plan: dict[tuple, dict] = {}
+    for plan in plans:
+        key = _session_of(plan.get("env_id", ""), envs)
+        if key not in latest_plan or plan.get("time", 0) >= latest_plan[key].get("time", 0):
+            latest_plan[key] = plan
+    ran: dict[tuple, set] = {}
+    for r in records:
+        ran.setdefault(_session_of(r.env_id, envs), set()).add(r.nodeid or cell_key(r, envs))
+    planned = sum(plan["cells"] for plan in latest_plan.values())
+    done = sum(min(len(ran.get(key, ())), plan["cells"]) for key, plan in latest_plan.items())
+    return planned, done
 
 
 def load(paths: Iterable[str | os.PathLike]) -> Results:
     """Read and validate results files (``.jsonl``, or ``.jsonl.gz`` for archived runs), keeping one verdict
-    per cell, the latest (:func:`latest`).
+    per cell, the latest (:func:`latest`). A torn line is left out and listed (:attr:`Results.torn`); a file named
+    twice (a ``latest-*`` link beside the file it points at) is read once.
 
     Raises:
-        ResultsFileError: unreadable file, a line that is not a JSON object, an unknown ``kind``,
+        ResultsFileError: unreadable file, a whole line that is not a JSON object, an unknown ``kind``,
             missing fields or an unknown outcome (the message names file and line), or no result line
             in any of the files.
     """
     paths = list(paths)
     envs: dict[str, dict] = {}
     records: list[ResultRecord] = []
+    plans: list[dict] = []
+    out = Results(envs, records)
+    seen: set[str] = set()
     for path in paths:
-        for n, line in enumerate(_read_text(path).splitlines(), 1):
-            obj = parse_line(line, f"{path}:{n}")
-            if obj is None or obj["kind"] == "start":
-                continue
+        real = os.path.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        out.sources.append(str(path))
+        lines, torn = read_lines(path)
+        out.torn += torn
+        for _, obj in lines:
             if obj["kind"] == "env":
                 envs[obj.get("env_id", "")] = obj
-                continue
-            records.append(ResultRecord(**{k: v for k, v in obj.items() if k in _NAMES}))
+            elif obj["kind"] == "result":
+                records.append(ResultRecord(**{k: v for k, v in obj.items() if k in _NAMES}))
+            elif obj["kind"] == "plan":
+                plans.append(obj)
+            elif obj["kind"] == "repair":
+                out.repairs.append({**obj, "path": str(path)})
     if not records:
         raise ResultsFileError("result", None, "at least one result line", "no cells in " + ", ".join(map(str, paths)))
-    kept, superseded = latest(envs, records)
-    return Results(envs, kept, superseded)
+    out.planned, out.done = _completion(envs, records, plans)
+    out.records, out.superseded = latest(envs, records)
+    return out

@@ -83,6 +83,29 @@ def check_markexpr(markexpr: str, detected: list[str] | tuple = (), registered: 
                                f"unknown arch marker {unknown[0]!r}")
 
 
+def check_expression(option: str, expression: str) -> None:
+    """Reject a ``-m`` or ``-k`` expression that pytest cannot parse, naming the option. (Plain pytest says so in its
+    usage line; under xdist it finds it in each worker, where it becomes an internal error that never names it.)
+
+    Raises:
+        DDTreeInputError: ``expression`` does not parse (where and why, as pytest's parser says).
+    """
+    if not (expression or "").strip():
+        return
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # pytest moved its parser: pytest itself still refuses a bad expression
+        return
+    try:
+        Expression.compile(expression)
+    except Exception as e:  # noqa: BLE001 - ParseError (pytest < 9) or SyntaxError (pytest 9)
+        column = getattr(e, "offset", None) or getattr(e, "column", None)
+        why = getattr(e, "msg", None) or getattr(e, "message", None) or str(e)
+        raise DDTreeInputError(option, expression, "names joined by and, or, not and parentheses (pytest's "
+                               f"{option} syntax)", f"does not parse{f' at column {column}' if column else ''}: "
+                               f"{why}") from None
+
+
 def registered_names(config: pytest.Config) -> list[str]:
     """The marker names registered in ``config`` so far (ini ``markers`` lines)."""
     return [line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")]

@@ -1,5 +1,6 @@
-"""Cell recording: each cell's ``result`` line, written once its verdict is known, and the outcome carried
-on its report (``user_properties`` travel from xdist workers to the controller's summary).
+"""Cell recording: each session's ``plan`` line (how many cells it selected), each cell's ``result`` line,
+written once its verdict is known, and the outcome carried on its report (``user_properties`` travel from xdist
+workers to the controller's summary).
 
 A cell that never reached its check (a setup error, a skip raised before it) is recorded too: a skip
 with pytest's reason, or an ``error`` of the suite (never a kernel ``fault``).
@@ -11,8 +12,21 @@ import pytest
 
 from ..outcomes import Verdict
 from ..tiers import Target
-from .cells import CELL, OUTCOME_PROPERTY, TIER_PROPERTY, Cell, coordinates, item_params, known_issue, record_of
+from .cells import (CELL, OUTCOME_PROPERTY, TIER_PROPERTY, Cell, coordinates, is_cell_item, item_params, known_issue,
+                    record_of)
 from .session import active
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The ``plan`` line of a process that collected (an xdist worker, or a run without xdist): the cells selected,
+    those ``--ddtree-resume`` left out included, so a report can tell a partial run (killed, interrupted)."""
+    sess = active(session.config)
+    if sess is None or sess.writer is None or session.config.option.collectonly:
+        return
+    cells = sum(map(is_cell_item, session.items)) + sess.resumed
+    if cells:
+        sess.writer.plan(cells)
 
 
 def cell_from_params(item: pytest.Item) -> Cell | None:

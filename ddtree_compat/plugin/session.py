@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 NO_IMPLEMENTATION = ("no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH: a DDTree build of "
                      "SGLang; the installed sglang has no DDTree modules)")
 """What the start lines and a DDTree test's skip say when the session has no DDTree implementation."""
+NOT_SELECTED = ("no DDTree implementation among the selected backends (--ddtree-backend; one is found by "
+                "--ddtree-impl PATH or DDTREE_IMPLS=PATH)")
+"""What the reports say of the DDTree kernels when ``--ddtree-backend`` chose backends and no implementation."""
 GRAPH_NEEDS_DEVICE = "CUDA graphs need the device tier"
 """Why a ``*@graph`` cell skips off the device tier (its skip; the start lines say it once per session)."""
 
@@ -50,6 +53,10 @@ class Suite:
         case_files: ``--ddtree-case`` files (replacing the grid).
         cases_dir: where failing cases are saved.
         results: the results file (``None``: none); its writer is made on first use.
+        not_tested: ``{what: why}`` the session cannot test before any cell exists (the ``env`` line carries it
+            to the reports: ``{"ddtree": NO_IMPLEMENTATION}``).
+        cut: the ``repair`` line of a torn last line cut from the results file at the start, or ``None``.
+        resumed: cells ``--ddtree-resume`` left out (their result lines are in the file already).
     """
 
     tier: str
@@ -74,6 +81,9 @@ class Suite:
     e2e_selected: list = field(default_factory=list)
     e2e_session: object = None  # the e2e tier's E2ESession, once created (plugin/e2e.py)
     progress_s: float = 30.0
+    not_tested: dict = field(default_factory=dict)
+    cut: dict | None = None
+    resumed: int = 0
 
     @property
     def implementations(self) -> list:
@@ -88,8 +98,8 @@ class Suite:
         if not self.results:
             return None
         impls = {b.name: b.impl.identity for b in self.implementations}
-        return ResultsWriter(self.results, environment(self.tier, self.profile, self.known.as_env(), impls),
-                             fsync=self.fsync)
+        return ResultsWriter(self.results, environment(self.tier, self.profile, self.known.as_env(), impls,
+                                                       self.not_tested), fsync=self.fsync)
 
     def cases(self) -> tuple:
         """The verify cases: the ``--ddtree-case`` files, else the profile's grid."""
@@ -151,10 +161,21 @@ def suite(config: pytest.Config) -> Suite:
     try:
         created = _create(config)
     except DDTreeInputError as e:
-        raise pytest.UsageError(str(e)) from None
+        raise pytest.UsageError(str(as_given(config, e))) from None
     config.stash[SUITE] = created
     _apply(config, created)
     return created
+
+
+def as_given(config: pytest.Config, error: DDTreeInputError) -> DDTreeInputError:
+    """``error``, naming the environment variable instead of the option when the bad value came from it (the
+    option's value is the one its variable sets: ``field 'DDTREE_IMPLS' = '/nowhere'``, not ``--ddtree-impl``)."""
+    option = next((o for o in options.OPTIONS if o.flag == error.field), None)
+    if option is None or not option.env or option.env not in os.environ:
+        return error
+    if config.getoption(option.dest) != option.env_default():
+        return error  # given on the command line
+    return type(error)(option.env, error.value, error.allowed, error.problem, error.where)
 
 
 def _create(config: pytest.Config) -> Suite:
@@ -188,12 +209,17 @@ def _create(config: pytest.Config) -> Suite:
                     static=config.getoption("ddtree_static") == "on",
                     static_cache=config.getoption("ddtree_static_cache"),
                     attention_profile=tier if attention == "auto" else attention,
-                    e2e_dir=config.getoption("ddtree_e2e_dir"), e2e_attention=e2e_attention, progress_s=progress_seconds(config.getoption("ddtree_progress")))
+                    e2e_dir=config.getoption("ddtree_e2e_dir"), e2e_attention=e2e_attention,
+                    progress_s=progress_seconds(config.getoption("ddtree_progress")))
+    if not created.implementations:  # the DDTree kernels' tests skip before any cell exists: say why in the file
+        created.not_tested["ddtree"] = NOT_SELECTED if config.getoption("ddtree_backend") else NO_IMPLEMENTATION
     worker = getattr(config, "workerinput", None)
     if created.results and worker is None:
-        from ..results import check_appendable
+        from ..results import check_appendable, check_writable, cut_torn_tail
 
         check_appendable(created.results)  # never append to (or resume from) a file that is not ours
+        check_writable(created.results, "--ddtree-results")  # before any worker starts
+        created.cut = cut_torn_tail(created.results)  # before the resume snapshot below: whole lines only
     if created.resume and created.results:
         from ..isolation import results_size
 
@@ -290,6 +316,9 @@ def pytest_configure(config: pytest.Config) -> None:
         except DDTreeInputError:
             pass  # a bad DDTREE_FAKE_GPUS: reported as a usage error by suite() below
     try:
+        if asked:  # a session of ours: under xdist pytest would find a malformed expression in each worker
+            markers.check_expression("-m", markexpr)
+            markers.check_expression("-k", config.getoption("keyword", "") or "")
         markers.check_markexpr(markexpr, detected=detected, registered=markers.registered_names(config))
     except DDTreeInputError as e:  # before xdist starts a worker: one line, pytest's usage-error exit
         raise pytest.UsageError(str(e)) from None

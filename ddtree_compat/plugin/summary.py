@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections import Counter
 
 import pytest
@@ -16,18 +17,11 @@ from .session import active, suite
 
 SHOWN = ("pass", "wrong", "zero-accept", "fault", "skip")
 """Outcomes always spelled out in a summary line; others (``error``) only when they occur."""
-WITHOUT_THE_GPU = (
-    "what an arch's cells here leave out: every device cell (kernels run on that GPU, CUDA graphs, faults); what ran "
-    "here: {ran}; FlashInfer's verify kernel: {flashinfer}; sgl-kernel's prebuilt libraries: {sgl_kernel}. Passing "
-    "cells here do not say the arch is fine.")
-"""Said after ``-m <arch>`` on a host without that GPU, so a CPU box's answer is not read as the GPU's."""
-STATIC_RAN = ("static builds ({n} cell(s): Triton kernels of SGLang and of the DDTree implementations, SGLang's JIT "
-              "CUDA verify kernel where nvcc is installed; cubins, SASS, static resources per arch)")
-EMULATED_RAN = "SGLang's tile choice for the arch emulated here ({n} cell(s))"
-FLASHINFER_SCOPE = ("bf16, head dim 128; registers, static shared memory and SASS: FlashInfer sizes its dynamic "
-                    "shared memory on the device at launch, which only a device cell runs")
 BINARIES = {"flashinfer": ("backend", "flashinfer"), "sgl_kernel": ("kernel", "sgl_kernel_ops")}
 """Static cells that check a library's binaries, by the user property that names them."""
+FLASHINFER_SCOPE = "registers, static smem, SASS; its dynamic smem only on the device"
+REASON_CHARS = 60
+"""A skip reason in an ``-m <arch>`` line: its words before any parenthesis, cut to this many characters."""
 
 
 def _group(tier: str | None) -> str:
@@ -41,6 +35,7 @@ class Summary:
         self.config = config
         self.counts: Counter = Counter()
         self.skips: dict[str, str] = {}  # BINARIES name -> why its static cells skipped, when they did
+        self.static_by_backend: Counter = Counter()  # static cells that ran (not skipped), by backend
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         props = dict(report.user_properties)
@@ -48,6 +43,8 @@ class Summary:
             self.counts[(_group(props.get(TIER_PROPERTY)), props[OUTCOME_PROPERTY])] += 1
         if OUTCOME_PROPERTY in props and "@emulated-" in (props.get("ddtree_kernel") or ""):
             self.counts[("emulated", props[OUTCOME_PROPERTY])] += 1
+        if props.get(TIER_PROPERTY) == STATIC and props.get(OUTCOME_PROPERTY) not in (None, "skip"):
+            self.static_by_backend[props.get("ddtree_backend")] += 1
         for name, (prop, value) in BINARIES.items():
             if (props.get(TIER_PROPERTY) == STATIC and props.get(f"ddtree_{prop}") == value
                     and OUTCOME_PROPERTY in props):
@@ -62,12 +59,21 @@ class Summary:
         shown = [o for o in OUTCOMES if o in SHOWN or self.counts[(group, o)]]
         return ", ".join(f"{self.counts[(group, o)]} {o}" for o in shown)
 
-    def _ran(self) -> str:
-        static = sum(self.counts[(STATIC, o)] for o in OUTCOMES if o != "skip")
+    def _ran(self, sess, arch: str) -> list[str]:
+        """What ran here for ``arch`` without its GPU: the static builds (naming a DDTree implementation only when
+        its cells ran) and the emulated tile choice."""
+        impls = {b.name for b in sess.implementations}
+        built = [n for b, n in self.static_by_backend.items() if b not in impls]
+        theirs = sorted(b for b in self.static_by_backend if b in impls)
         emulated = sum(self.counts[("emulated", o)] for o in OUTCOMES if o != "skip")
-        parts = (([STATIC_RAN.format(n=static)] if static else [])
-                 + ([EMULATED_RAN.format(n=emulated)] if emulated else []))
-        return " and ".join(parts) or "nothing for the arch (every selected cell skipped)"
+        lines = []
+        if built or theirs:
+            whose = "SGLang's kernels" + (f" and {', '.join(theirs)}'s" if theirs else "")
+            lines.append(f"ran here: {sum(self.static_by_backend.values())} static-build cell(s): {whose} compiled "
+                         f"for {arch} (resources, SASS)")
+        if emulated:
+            lines.append(f"ran here: {emulated} cell(s) of SGLang's {arch} tile choice, emulated on this host")
+        return lines or [f"ran here: nothing for {arch} (every selected cell skipped)"]
 
     def _binaries(self, name: str) -> str:
         built = sum(self.counts[(name, o)] for o in OUTCOMES if o != "skip")
@@ -76,25 +82,44 @@ class Summary:
             scope = f" ({FLASHINFER_SCOPE})" if name == "flashinfer" else ""
             return f"checked in {built} static cell(s){scope}" + (f", {skipped} skipped" if skipped else "")
         if skipped:
-            return f"not checked ({skipped} static cell(s) skipped: {self.skips.get(name, '')[-300:]})"
+            why = (self.skips.get(name, "").strip().splitlines()[-1:] or [""])[0]
+            why = why.removeprefix("Skipped: ").split(" (", 1)[0]
+            why = why if len(why) <= REASON_CHARS else why[:REASON_CHARS - 3] + "..."
+            return f"not checked ({skipped} static cell(s) skipped: {why})"
         return "not checked (no such static cell selected: --ddtree-backend leaves it out?)"
+
+    def _arch_lines(self, sess, config: pytest.Config) -> list[str]:
+        """``-m <arch>`` naming an arch with no GPU on this host: a few short lines, so a CPU box's answer is not
+        read as the GPU's: what ran here, what did not, and the command for the rest. ``[]`` when every arch the
+        expression names has its GPU here."""
+        markexpr = config.getoption("markexpr", "") or ""
+        missing = sorted(set(re.findall(r"\bsm\d+\b", markexpr)) - {g.arch for g in sess.gpus})
+        if not missing:
+            return []
+        arch = ", ".join(missing)
+        have = ", ".join(sorted({g.arch for g in sess.gpus})) or "none"
+        return [f"-m {markexpr!r}: no {arch} GPU on this host (detected: {have})",
+                *(f"  {line}" for line in self._ran(sess, arch)),
+                f"  not run: every {arch} device cell (kernels on that GPU, CUDA graphs, faults): a pass here is not "
+                f"an {arch} pass",
+                f"  FlashInfer's verify kernel: {self._binaries('flashinfer')}",
+                f"  sgl-kernel's prebuilt libraries: {self._binaries('sgl_kernel')}",
+                f"  the rest, on a host with an {arch} GPU: python -m ddtree_compat sweep -- -m {shlex.quote(markexpr)}"]
 
     def _any(self, group: str) -> bool:
         return any(self.counts[(group, o)] for o in OUTCOMES)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+        if exitstatus == pytest.ExitCode.USAGE_ERROR:
+            return  # pytest said what was wrong, in its line; nothing ran
         sess = active(config) or (suite(config) if self.counts else None)
         if sess is None:
             return
-        wanted = set(re.findall(r"\bsm\d+\b", config.getoption("markexpr", "") or ""))
-        missing = sorted(wanted - {g.arch for g in sess.gpus})
-        if missing:
-            have = ", ".join(sorted({g.arch for g in sess.gpus})) or "none"
+        arch_lines = self._arch_lines(sess, config)
+        if arch_lines:
             terminalreporter.write_sep("-", "ddtree-compat")
-            terminalreporter.write_line(f"no {', '.join(missing)} GPU on this host (detected: {have}): "
-                                        f"no device cells selected for -m {config.getoption('markexpr')!r}")
-            terminalreporter.write_line(WITHOUT_THE_GPU.format(ran=self._ran(), flashinfer=self._binaries("flashinfer"),
-                                                               sgl_kernel=self._binaries("sgl_kernel")))
+            for line in arch_lines:
+                terminalreporter.write_line(line)
         if not self.counts:
             return
         counts = self.counts
@@ -125,6 +150,10 @@ class Summary:
             else:
                 line = f"results: {sess.writer.path}  ->  python -m ddtree_compat report {sess.writer.path}"
             terminalreporter.write_line(line)
+        if sess.cut:
+            terminalreporter.write_line(f"results: a torn last line ({sess.cut['cut_bytes']} bytes at byte "
+                                        f"{sess.cut['at_byte']}: a writer killed mid-line) was cut before appending; "
+                                        "a repair line in the file says so")
 
 
 def pytest_configure(config: pytest.Config) -> None:

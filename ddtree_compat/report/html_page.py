@@ -19,8 +19,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from ..results import Results
 from .picture import STYLE, render_summary
 from .summary import (ENV_HEADER, KNOWN_HEADER, attention_rows, count_header, count_rows, e2e_rows, env_rows,
-                      kernel_matrix, kernels_with_cells, known_rows, parts, replay_command, static_rows, summarize,
-                      summary_table, worst)
+                      kernel_matrix, kernels_with_cells, known_rows, not_tested, notices, parts, repairs,
+                      replay_command, report_title, sources, static_rows, summarize, summary_table, worst)
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
                          autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -42,10 +42,11 @@ def _static_by_arch(rows: list) -> list:
     return [(key, [_shown(c) for c in cells]) for key, cells in out.items()]
 
 
-def render_html(results: Results, png: bytes | None = None, title: str = "DDTree compatibility matrix",
+def render_html(results: Results, png: bytes | None = None, title: str | None = None,
                 max_failures: int = 200) -> str:
     """The HTML page of ``results``; ``png`` is the summary picture (drawn with :func:`render_summary` if
-    ``None``; ``b""`` for none).
+    ``None``; ``b""`` for none); ``title``: default, what was tested (:func:`~.summary.report_title`). Under the
+    title, as in the Markdown: the results file(s), a partial run or torn lines, what was not tested and why.
 
     Raises:
         ValueError: ``png`` is ``None`` and ``results`` has no cell to draw.
@@ -66,7 +67,8 @@ def render_html(results: Results, png: bytes | None = None, title: str = "DDTree
         details.append((kernel, parts(total), worst(total), cols,
                         [(key, mode, [_shown(c) for c in cells]) for key, mode, cells in rows]))
     return _TEMPLATES.get_template("report.html.j2").render(
-        title=title,
+        title=title or report_title(s), sources=sources(results), notices=notices(results),
+        repairs=repairs(results), not_tested=not_tested(s),
         generated=time.strftime("%Y-%m-%d %H:%M %Z"),
         cells=len(s.records), superseded=results.superseded, totals=parts(s.total("statuses")),
         arches=arches,

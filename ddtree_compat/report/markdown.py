@@ -1,6 +1,7 @@
 """Markdown report (fit for a CI step summary): at a glance, then the rest collapsed.
 
-Visible: a line of totals, the summary picture (when its file name is given), the summary table (rows:
+Visible: the title (what was tested), the results file(s) it comes from, what a reader must know first (a
+partial run, torn lines), what was not tested and why, a line of totals, the summary picture (when its file name is given), the summary table (rows:
 kernel · backend; columns: arch; a cell ``✅ 1145`` when all passed, else each status's count worst first and
 where the failing cells sit: ``❌ 16 zero-accept, 1129 pass · zero-accept: spine b8, spine b12``), the failures and
 the known issues. Collapsed (``<details>``): environment, counts per ``backend · arch`` column, skips by
@@ -19,8 +20,9 @@ from collections import Counter
 from ..outcomes import WORST_FIRST
 from ..results import Results
 from .summary import (ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, count_header,
-                      count_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, parts,
-                      replay_command, static_rows, summarize, summary_table)
+                      count_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, not_tested,
+                      notices, parts, repairs, replay_command, report_title, sources, static_rows, summarize,
+                      summary_table)
 
 
 LEGEND = ("✅ all passed · ⚠ no failure, but some cells skipped (their reasons: *Skips by reason*) · ⏭ all skipped "
@@ -127,12 +129,25 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
     return lines
 
 
-def render_markdown(results: Results, title: str = "DDTree compatibility matrix", max_failures: int = 40,
+def _top(s: Summary) -> list[str]:
+    """The lines under the title: the results file(s), notices (a partial run, torn lines), what was not tested."""
+    lines = [f"Results: `{sources(s.results)}`", ""] if s.results.sources else []
+    notes = [f"- ⚠ **{n}**" for n in notices(s.results)] + [f"- {n}" for n in repairs(s.results)]
+    if notes:
+        lines += [*notes, ""]
+    missing = not_tested(s)
+    if missing:
+        lines += ["**Not tested:**", "", *(f"- {line}" for line in missing), ""]
+    return lines
+
+
+def render_markdown(results: Results, title: str | None = None, max_failures: int = 40,
                     picture: str | None = None, max_rows: int = 200) -> str:
-    """Render ``results`` (one or several merged files) as one Markdown document; ``picture``: the summary
-    picture's path as the document links it (``None``: no picture); ``max_rows`` bounds each collapsed table."""
+    """Render ``results`` (one or several merged files) as one Markdown document; ``title``: default, what was
+    tested (:func:`~.summary.report_title`); ``picture``: the summary picture's path as the document links it
+    (``None``: no picture); ``max_rows`` bounds each collapsed table."""
     s = summarize(results)
-    lines = [f"# {title}", "", _totals(s), ""]
+    lines = [f"# {title or report_title(s)}", "", *_top(s), _totals(s), ""]
     if picture:
         lines += [f"![summary picture: worst outcome per budget x topology, by arch, kernel and backend]({picture})", ""]
     archs, rows = summary_table(s)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import io
 import os
+import textwrap
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -30,7 +31,8 @@ import numpy as np
 from ..results import ResultRecord, Results
 from ..families.ddtree.records import LOGITS
 from ..families.verify.topologies import TOPOLOGIES
-from .summary import arch_key, cell_status, kernel_key, parts, table_of, worst
+from .summary import (arch_key, cell_status, kernel_key, not_tested, parts, report_title, sources, summarize, table_of,
+                      worst)
 
 # Status -> (colour, legend label). Failures warm and dark, known issues yellow, fixed blue.
 STYLE: dict[str, tuple[str, str]] = {
@@ -168,10 +170,23 @@ def pictured(results: Results) -> dict[str, list[ResultRecord]]:
     return {t: out[t] for t in PICTURED if t in out}
 
 
-def render_summary(results: Results, path: str | os.PathLike | None = None,
-                   title: str = "DDTree kernels: worst outcome per budget x topology, by arch, kernel and backend"
-                   ) -> bytes:
-    """Draw the summary picture of ``results``; write it to ``path`` if given; return the PNG bytes.
+def _title(results: Results) -> str:
+    """The picture's title, as the report's: what was tested, the results file(s), what was not tested (names;
+    the report says why), a partial run."""
+    s = summarize(results)
+    lines = [report_title(s), "worst outcome per budget x topology, by arch, kernel and backend"
+             + (f" · from {sources(results)}" if results.sources else "")]
+    missing = [line.split(": not tested — ", 1)[0] for line in not_tested(s)]
+    if missing:
+        lines.append(f"not tested: {', '.join(missing)} (the report says why)")
+    if results.partial:
+        lines.append(f"partial run: {results.done:,} of {results.planned:,} cells")
+    return "\n".join(lines)
+
+
+def render_summary(results: Results, path: str | os.PathLike | None = None, title: str | None = None) -> bytes:
+    """Draw the summary picture of ``results``; write it to ``path`` if given; return the PNG bytes. ``title``:
+    default, the report's (what was tested, the results file, what was not tested, a partial run).
 
     Raises:
         ValueError: no cell with a budget and a topology (only static, e2e or verify-attention cells).
@@ -192,11 +207,13 @@ def render_summary(results: Results, path: str | os.PathLike | None = None,
     axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)
     for ax, (table, recs) in zip(axes[:, 0], panels.items()):
         _panel(ax, recs, table)
+    title = title if title is not None else _title(results)
     drawn = sum(map(len, panels.values()))
     if drawn < len(results.records):  # the report's totals count every cell: say which part is drawn
         title += (f"\n{drawn} of the {len(results.records)} cells drawn (those with a budget and a topology; the "
                   "static, verify-attention and e2e cells are in the report's tables)")
-    fig.suptitle(title, fontsize=11, fontweight="bold")
+    chars = int(width * DPI / 7)  # a bold 11 pt character is about 7 px wide
+    fig.suptitle("\n".join(textwrap.fill(line, chars) for line in title.splitlines()), fontsize=11, fontweight="bold")
     shown = {cell_status(r) for recs in panels.values() for r in recs}
     handles = [Patch(facecolor=STYLE[s][0], edgecolor="#888888", label=STYLE[s][1])
                for s in LEGEND_ORDER if s in shown or s in ("pass", "skip")]

@@ -3,8 +3,10 @@ traceback, the documented exit status (``ddtree_compat/exitcodes.py``: 2 for the
 pytest), and nothing written or lost in the folder it ran in."""
 
 import json
+import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.exitcodes import Exit
 from ddtree_compat.families.commit.records import commit_cases
 from ddtree_compat.families.ddtree.records import DDTreeCase
+from ddtree_compat.processes import group_alive
 from tests.envs import own_env
 
 CLI = [sys.executable, "-m", "ddtree_compat"]
@@ -86,6 +89,10 @@ CASES = [
     ("diff-output-is-a-folder", CLI + ["diff", "good.jsonl", "good.jsonl", "-o", "adir"], USAGE, "adir"),
     ("diff-limit-not-a-number", CLI + ["diff", "good.jsonl", "good.jsonl", "--limit", "x"], USAGE,
      "argument --limit: invalid int value: 'x'"),
+    ("diff-unknown-backend", CLI + ["diff", "good.jsonl", "good.jsonl", "--backend", "nope"], USAGE,
+     "field '--backend' = 'nope': no cell of that backend on either side; allowed: oracle"),
+    ("diff-unknown-kernel", CLI + ["diff", "good.jsonl", "good.jsonl", "--kernel", "nope"], USAGE,
+     "field '--kernel' = 'nope': no cell of that kernel on either side; allowed: verify_tree_greedy"),
     # cases
     ("cases-unknown-profile", CLI + ["cases", "--profile", "huge"], USAGE, "field 'profile' = 'huge'"),
     ("cases-unknown-kernel", CLI + ["cases", "--kernel", "bogus"], USAGE, "field '--kernel' = 'bogus': not a kernel"),
@@ -121,11 +128,25 @@ CASES = [
     ("sweep-device-without-gpu", CLI + ["sweep", "--tier", "device", "--out-dir", "out"], USAGE, "no GPU"),
     ("sweep-unknown-tier", CLI + ["sweep", "--tier", "gpu", "--out-dir", "out"], USAGE, "invalid choice: 'gpu'"),
     ("sweep-unknown-profile", CLI + ["sweep", "--profile", "huge", "--out-dir", "out"], USAGE,
-     "field 'profile' = 'huge'"),
+     "field '--profile' = 'huge'"),
+    ("sweep-unknown-profile-from-the-environment", ["env", "DDTREE_PROFILE=huge", *CLI, "sweep", "--out-dir", "out"],
+     USAGE, "field 'DDTREE_PROFILE' = 'huge'"),
+    ("sweep-no-implementation-from-the-environment", ["env", "DDTREE_IMPLS=nowhere", *CLI, "sweep", "--out-dir",
+                                                      "out"], USAGE, "field 'DDTREE_IMPLS' = 'nowhere'"),
     ("sweep-unknown-backend", CLI + ["sweep", "--backend", "nope", "--out-dir", "out"], USAGE,
      "field '--backend' = 'nope'"),
     ("sweep-unknown-arch-marker", CLI + ["sweep", "--out-dir", "out", "--", "-m", "sm999"], USAGE,
      "unknown arch marker 'sm999'; allowed: the arch markers sm80, sm86"),
+    ("sweep-malformed-marker-expression", CLI + ["sweep", "--out-dir", "out", "--", "-m", "sm120 and"], USAGE,
+     "field '-m' = 'sm120 and': does not parse at column 10"),
+    ("sweep-malformed-keyword-expression", CLI + ["sweep", "--out-dir", "out", "--", "-k", "b8 or"], USAGE,
+     "field '-k' = 'b8 or': does not parse"),
+    ("sweep-earlier-sweeps-name", CLI + ["sweep", "--out-dir", "out", "--name", "kept"], USAGE,
+     "field '--name' = 'out/kept.jsonl': an earlier sweep's file: not replaced; allowed: a new name, or --replace"),
+    ("sweep-out-dir-read-only", CLI + ["sweep", "--out-dir", "ro"], USAGE,
+     "field '--out-dir' = 'ro': cannot write there: Read-only file system"),
+    ("sweep-out-dir-under-a-read-only-folder", CLI + ["sweep", "--out-dir", "ro/results"], USAGE,
+     "field '--out-dir' = 'ro/results': cannot write ro: Read-only file system"),
     ("sweep-resume-a-file-not-ours", CLI + ["sweep", "--out-dir", "out", "--name", "earlier", "--resume"], USAGE,
      "field '--resume' = 'out/earlier.jsonl': line 1: not JSON"),
     ("sweep-resume-a-binary-file", CLI + ["sweep", "--out-dir", "out", "--name", "binary", "--resume"], USAGE,
@@ -138,8 +159,9 @@ CASES = [
     ("sweep-bad-timeout", CLI + ["sweep", "--out-dir", "out", "--timeout", "0"], USAGE, "field '--timeout' = 0"),
     ("sweep-bad-resume-passes", CLI + ["sweep", "--out-dir", "out", "--resume-passes", "-1"], USAGE,
      "field '--resume-passes' = -1"),
-    ("sweep-pytest-finds-a-bad-option", CLI + ["sweep", "--out-dir", "out", "--name", "kept", "-n", "1", "--",
-                                               "--ddtree-progress=soon"], USAGE, "field '--ddtree-progress' = 'soon'"),
+    ("sweep-pytest-finds-a-bad-option", CLI + ["sweep", "--out-dir", "out", "--name", "kept", "--replace", "-n", "1",
+                                               "--", "--ddtree-progress=soon"], USAGE,
+     "field '--ddtree-progress' = 'soon'"),
     # the pytest plugin (pytest's own usage-error status)
     ("pytest-unknown-arch-marker-under-xdist", PYTEST + ["-m", "sm999", "-n", "2"], PYTEST_USAGE,
      "unknown arch marker 'sm999'"),
@@ -148,7 +170,38 @@ CASES = [
     ("pytest-append-to-a-gzip", PYTEST + ["--ddtree-results=broken.jsonl.gz"], PYTEST_USAGE, "gzipped"),
     ("pytest-unknown-backend", PYTEST + ["--ddtree-backend=bogus"], PYTEST_USAGE, "field '--ddtree-backend' = 'bogus'"),
     ("pytest-bad-progress", PYTEST + ["--ddtree-progress=x"], PYTEST_USAGE, "field '--ddtree-progress' = 'x'"),
+    ("pytest-bad-progress-from-the-environment", ["env", "DDTREE_PROGRESS=x", *PYTEST, "--ddtree-tier=interpret"],
+     PYTEST_USAGE, "field 'DDTREE_PROGRESS' = 'x'"),
+    ("pytest-no-implementation-from-the-environment", ["env", "DDTREE_IMPLS=nowhere", *PYTEST,
+                                                       "--ddtree-tier=interpret"], PYTEST_USAGE,
+     "field 'DDTREE_IMPLS' = 'nowhere'"),
+    ("pytest-malformed-marker-expression-under-xdist", PYTEST + ["-m", "sm120 and", "-n", "2"], PYTEST_USAGE,
+     "field '-m' = 'sm120 and': does not parse"),
+    ("pytest-results-read-only", PYTEST + ["--ddtree-results=ro/r.jsonl"], PYTEST_USAGE,
+     "field '--ddtree-results' = 'ro/r.jsonl': cannot write ro: Read-only file system"),
 ]
+
+
+@contextmanager
+def read_only(folder: Path):
+    """``folder``, made read-only for this user: a read-only tmpfs mounted there as root (root writes through
+    permission bits), else its mode. Skips where neither can be had (root without the right to mount)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)],
+                                 capture_output=True, text=True)
+        if mounted.returncode:
+            pytest.skip(f"no read-only folder for root here (mount: {mounted.stderr.strip()})")
+        try:
+            yield folder
+        finally:
+            subprocess.run(["umount", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+        try:
+            yield folder
+        finally:
+            folder.chmod(0o755)
 
 
 def _snapshot(root: Path) -> dict[str, bytes | None]:
@@ -164,12 +217,43 @@ def test_there_are_at_least_34_and_every_subcommand_has_some():
 @pytest.mark.parametrize("argv, status, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_gets_one_line_and_its_exit_status(tmp_path, argv, status, words):
     _workspace(tmp_path)
-    before = _snapshot(tmp_path)
-    env = own_env()
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode == status, r.stdout[-2000:] + r.stderr[-2000:]
-    assert len(lines) == 1 and words in lines[0], r.stderr
-    assert "Traceback" not in r.stdout + r.stderr
-    assert _snapshot(tmp_path) == before  # nothing written, nothing removed or changed
+    with read_only(tmp_path / "ro") if any(a == "ro" or "ro/" in a for a in argv) else _nothing():
+        before = _snapshot(tmp_path)
+        env = own_env()
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        run = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+        stdout, stderr = run.communicate(timeout=600)
+        lines = [ln for ln in stderr.splitlines() if ln.strip()]
+        assert run.returncode == status, stdout[-2000:] + stderr[-2000:]
+        assert len(lines) == 1 and words in lines[0], stderr
+        assert "Traceback" not in stdout + stderr
+        assert not group_alive(run.pid), "a process it started is still running"
+        assert _snapshot(tmp_path) == before  # nothing written, nothing removed or changed
+
+
+@contextmanager
+def _nothing():
+    yield
+
+
+def test_a_sweep_into_a_read_only_folder_says_so_in_one_line_and_leaves_no_process(tmp_path):
+    """Checked before pytest starts: one line, exit 2, and no process of the sweep alive afterwards (pytest's
+    internal error there once left the grid's build processes running)."""
+    with read_only(tmp_path / "ro") as ro:
+        sweep = subprocess.Popen(CLI + ["sweep", "--out-dir", str(ro)], cwd=tmp_path, env=own_env(),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        out, err = sweep.communicate(timeout=900)
+        assert sweep.returncode == USAGE and len(err.strip().splitlines()) == 1, out[-2000:] + err[-2000:]
+        assert f"field '--out-dir' = '{ro}': cannot write there: Read-only file system" in err
+        assert not group_alive(sweep.pid), "a process of the sweep outlived it"
+
+
+def test_after_a_usage_error_pytest_says_it_alone(tmp_path):
+    """A usage error pytest finds itself (a test path that is not there) is its line alone: no ``-m <arch>``
+    summary of cells that never ran."""
+    _workspace(tmp_path)
+    r = subprocess.run(PYTEST + ["-m", "sm120", "nowhere.py"], cwd=tmp_path, env=own_env(), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == PYTEST_USAGE and "nowhere.py" in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "GPU on this host" not in r.stdout and "ran here" not in r.stdout, r.stdout

@@ -134,3 +134,25 @@ def test_dist_each_drops_a_crashed_workers_cells_and_resume_runs_them(pytester):
     assert len(first) <= len(done) == 2 * len(paths)
     assert sorted((r["backend"], r["outcome"], r["fault_class"]) for r in done.values()) == (
         [("mutant-raises", "fault", "illegal-instruction")] * 2 + [("oracle", "pass", None)] * 2)
+
+
+def test_a_resume_after_a_torn_line_cuts_it_first_and_says_so(pytester):
+    """A crash left the results file torn mid-line: ``--ddtree-resume`` cuts the torn bytes before appending (a
+    ``repair`` line records it, the summary says so), so no line is glued onto them and the torn cell runs again."""
+    pytester.makepyfile(test_kernel=VERIFY_TEST)
+    args = ["-p", "no:cacheprovider", "--ddtree-tier=interpret", "--ddtree-results=r.jsonl", "--ddtree-static=off",
+            "--ddtree-backend=oracle"]
+    for b in (3, 8):
+        args += ["--ddtree-case", str(make_case(b, "spine", "none", 1).save(pytester.path / "cases"))]
+    assert pytester.runpytest_subprocess(*args).ret == 0
+    results = pytester.path / "r.jsonl"
+    data = results.read_bytes()
+    last = data.rstrip(b"\n").rfind(b"\n") + 1  # where the last result line starts
+    results.write_bytes(data[:last + 30])
+    resumed = pytester.runpytest_subprocess(*args, "--ddtree-resume")
+    assert resumed.ret == 0
+    resumed.stdout.fnmatch_lines(["*a torn last line (30 bytes at byte *) was cut before appending*", "*1 passed*"])
+    lines = [json.loads(x) for x in results.read_text().splitlines()]  # all whole: nothing glued on
+    assert [x["at_byte"] for x in lines if x["kind"] == "repair"] == [last]
+    cells = [x["nodeid"] for x in lines if x["kind"] == "result"]
+    assert len(cells) == len(set(cells)) == 2

@@ -117,9 +117,10 @@ def test_an_arch_selected_without_its_gpu_says_what_the_answer_leaves_out(pytest
     pytester.makepyfile(test_any="def test_any():\n    pass\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "sm120", "--ddtree-static=off")
     out = result.stdout.str()
-    assert "no sm120 GPU on this host" in out and "every device cell" in out
+    assert "no sm120 GPU on this host" in out and "not run: every sm120 device cell" in out
     assert "FlashInfer's verify kernel: not checked" in out and "sgl-kernel's prebuilt libraries: not checked" in out
-    assert "what ran here: nothing for the arch" in out  # the static tier is off: no cell ran for sm120
+    assert "ran here: nothing for sm120" in out  # the static tier is off: no cell ran for sm120
+    assert "the rest, on a host with an sm120 GPU: python -m ddtree_compat sweep -- -m sm120" in out
 
 
 def test_an_environment_variable_alone_asks_nothing(pytester, verify_suite, monkeypatch):
@@ -133,7 +134,7 @@ def test_an_environment_variable_alone_asks_nothing(pytester, verify_suite, monk
     assert not (pytester.path / ".ddtree").exists()  # no suite: no results folder either
     kernel = pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_kernel.py")
     assert kernel.ret != 0
-    assert "'--ddtree-require-backend' = 'no-such-backend'" in kernel.stdout.str() + kernel.stderr.str()
+    assert "'DDTREE_REQUIRE_BACKENDS' = 'no-such-backend'" in kernel.stdout.str() + kernel.stderr.str()  # as set
 
 
 GARBAGE_WITH_A_RAISING_DEL = """

@@ -194,3 +194,71 @@ def test_a_failing_cell_s_replay_line_names_what_can_replay_it(kernel, cli):
     given = "--ddtree-case c.json --ddtree-backend oracle " if kernel == "verify_tree_greedy" else ""
     again = f"pytest 'k/t.py::t[x]' {given}--ddtree-tier device"
     assert line == (f"replay: {again}" if cli is None else f"replay: {cli}   |   {again}")
+
+
+def _run_file(path: Path, rows: list[dict], not_tested: dict | None = None, implementations: dict | None = None):
+    from ddtree_compat.results import ResultsWriter, environment
+
+    w = ResultsWriter(path, environment("interpret", "default", implementations=implementations,
+                                        not_tested=not_tested))
+    for row in rows:
+        w.write(ResultRecord(**{**dict(kernel="verify_tree_greedy", tier="interpret", backend="oracle",
+                                       arch="interpret", case_id="b8-spine-deep-bs3", budget=8, topology="spine",
+                                       plant="deep", batch=3, block_size=16, mode="spine", outcome="pass"), **row}))
+    return path
+
+
+CUDA_SKIP = "tvm-ffi JIT CUDA kernel runs on the device tier only (a CUDA GPU; this target is interpret)"
+
+
+def test_a_run_without_a_ddtree_implementation_says_so_on_its_first_screen(tmp_path):
+    """No DDTree implementation (its tests skip before any cell exists): the title says what was tested, and the
+    top of the Markdown, the page and the picture's title say what was not and why, naming the results file."""
+    from ddtree_compat.plugin.session import NO_IMPLEMENTATION
+    from ddtree_compat.report.picture import _title
+
+    path = _run_file(tmp_path / "2026-12-04-cpu-default.jsonl",
+                     [{}, {"backend": "sglang-cuda", "outcome": "skip", "message": CUDA_SKIP}],
+                     not_tested={"ddtree": NO_IMPLEMENTATION})
+    r = subprocess.run([sys.executable, "-m", "ddtree_compat", "report", str(path), "-o", str(tmp_path / "m.md"),
+                        "--html", str(tmp_path / "m.html")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    top = (tmp_path / "m.md").read_text().split("## Summary")[0]
+    assert top.startswith("# SGLang kernel matrix (DDTree kernels not tested): verify kernels on interpret\n")
+    assert "Results: `2026-12-04-cpu-default.jsonl`" in top
+    assert f"- DDTree kernels: not tested — {NO_IMPLEMENTATION}" in top
+    assert f"- sglang-cuda: not tested — all 1 cells skipped: {CUDA_SKIP}" in top
+    assert "- KV-cache commit kernels: not tested — no cell (left out of the selection" in top
+    html = (tmp_path / "m.html").read_text()
+    assert "<h1>SGLang kernel matrix (DDTree kernels not tested): verify kernels on interpret</h1>" in html
+    assert "<code>2026-12-04-cpu-default.jsonl</code>" in html and "<li>DDTree kernels: not tested — no DDTree" in html
+    title = _title(load([path]))
+    assert title.startswith("SGLang kernel matrix (DDTree kernels not tested)") and "2026-12-04-cpu-default.jsonl" in title
+    assert "not tested: " in title and "DDTree kernels" in title.split("not tested: ")[1]
+
+
+def test_a_run_with_a_ddtree_implementation_is_titled_by_it_and_lists_an_untested_one(tmp_path):
+    impls = {"impl-a": {"name": "impl-a", "repo": "r/a", "commit": "abcdef0123"},
+             "impl-b": {"name": "impl-b", "repo": "r/b", "commit": "0123456789"}}
+    path = _run_file(tmp_path / "r.jsonl", [{}, {"kernel": "ddtree_follow", "backend": "impl-a",
+                                                 "topology": "ddtree-peaked", "case_id": "b8-peaked"},
+                                            {"kernel": "ddtree_follow", "backend": "impl-b", "outcome": "skip",
+                                             "topology": "ddtree-peaked", "case_id": "b8-peaked",
+                                             "message": "no ddtree_follow here"}], implementations=impls)
+    md = render_markdown(load([path]))
+    assert md.startswith("# DDTree compatibility matrix: verify kernels, DDTree kernels on interpret\n")
+    assert ("- impl-b (DDTree implementation, r/b@01234567): not tested — all 1 cells skipped: no ddtree_follow "
+            "here") in md
+    assert "impl-a (DDTree" not in md and "- DDTree kernels: not tested" not in md
+
+
+def test_the_three_files_of_a_report_come_from_one_results_file(tmp_path):
+    """A report without a picture (static cells only) removes the picture an earlier report left beside it."""
+    path = _run_file(tmp_path / "r.jsonl", [{"tier": "static", "arch": "sm120", "case_id": "bs3-w16-c16",
+                                             "budget": None, "topology": "", "mode": ""}])
+    (tmp_path / "m.png").write_bytes(b"\x89PNG an earlier run's")
+    r = subprocess.run([sys.executable, "-m", "ddtree_compat", "report", str(path), "-o", str(tmp_path / "m.md"),
+                        "--html", str(tmp_path / "m.html")], capture_output=True, text=True)
+    assert r.returncode == 0 and not (tmp_path / "m.png").exists(), r.stderr
+    assert "Results: `r.jsonl`" in (tmp_path / "m.md").read_text()
+    assert "<code>r.jsonl</code>" in (tmp_path / "m.html").read_text()

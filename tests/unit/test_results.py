@@ -211,3 +211,107 @@ def test_a_result_line_with_a_wrong_type_is_rejected(tmp_path):
     p.write_text(json.dumps({"kind": "result", **record().__dict__, "budget": "eight"}) + "\n")
     with pytest.raises(ResultsFileError, match="field 'budget' = 'eight': wrong type"):
         load([p])
+
+
+def _torn_file(tmp_path, cut_into_last_line=20):
+    """Three whole result lines, then the first bytes of a fourth (a writer killed mid-line)."""
+    path = tmp_path / "r.jsonl"
+    w = ResultsWriter(path, environment("interpret", "default"))
+    for budget in (8, 12, 16):
+        w.write(record(budget=budget))
+    whole = path.read_bytes()
+    w.write(record("wrong", budget=32))
+    path.write_bytes(path.read_bytes()[:len(whole) + cut_into_last_line])
+    return path, whole
+
+
+def test_report_and_diff_read_a_torn_file_and_say_so(tmp_path):
+    """A torn last line is left out, said in one line on stderr; every whole line is used (report exits 0, diff
+    compares the three whole cells)."""
+    path, whole = _torn_file(tmp_path)
+    res = load([path])
+    assert [r.budget for r in res.records] == [8, 12, 16]
+    (torn,) = res.torn
+    assert (torn.line, torn.at_byte, torn.size, torn.glued) == (5, len(whole), 20, False)
+    assert "a torn last line (20 bytes at byte" in str(torn)
+    r = run_cli("report", str(path), "-o", str(tmp_path / "r.md"))
+    assert r.returncode == 0 and r.stderr.count("\n") == 1 and "r.jsonl:5: a torn last line" in r.stderr, r.stderr
+    assert "a torn last line (20 bytes" in (tmp_path / "r.md").read_text()
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(whole)
+    r = run_cli("diff", str(other), str(path))
+    assert r.returncode == 0 and "torn last line" in r.stderr and "3 cell(s) compared" in r.stdout, r.stdout + r.stderr
+
+
+def test_appending_to_a_torn_file_cuts_the_torn_line_first_and_records_it(tmp_path):
+    path, whole = _torn_file(tmp_path)
+    ResultsWriter(path, {**environment("interpret", "default"), "env_id": "later"}).write(record(budget=64))
+    lines = [json.loads(x) for x in path.read_text().splitlines()]  # every line whole: nothing glued on
+    repair = next(x for x in lines if x["kind"] == "repair")
+    assert (repair["at_byte"], repair["cut_bytes"]) == (len(whole), 20) and repair["torn"].startswith('{"kind":')
+    assert path.read_bytes().startswith(whole)
+    res = load([path])
+    assert [r.budget for r in res.records] == [8, 12, 16, 64] and not res.torn and len(res.repairs) == 1
+
+
+def test_cut_torn_tail_before_appending(tmp_path):
+    from ddtree_compat.results import cut_torn_tail
+
+    path, whole = _torn_file(tmp_path, cut_into_last_line=1)
+    assert cut_torn_tail(path)["cut_bytes"] == 1
+    assert path.read_bytes().startswith(whole) and path.read_bytes().endswith(b"\n")
+    assert cut_torn_tail(path) is None and cut_torn_tail(tmp_path / "none.jsonl") is None
+    path.write_bytes(b'{"kind":"env"')  # torn from the first byte: all of it goes
+    assert cut_torn_tail(path)["at_byte"] == 0 and json.loads(path.read_text())["kind"] == "repair"
+
+
+def test_a_line_glued_onto_torn_bytes_by_an_older_resume_is_read(tmp_path):
+    """Files an older version resumed after a torn line (``...case_pa{"kind":"env",...``) read again: the torn bytes
+    are left out and said, the whole line after them is used."""
+    path, whole = _torn_file(tmp_path)
+    glued = path.read_bytes()
+    ResultsWriter(tmp_path / "later.jsonl", {**environment("interpret", "default"), "env_id": "e2"}).write(
+        record(budget=64))
+    path.write_bytes(glued + (tmp_path / "later.jsonl").read_bytes())
+    res = load([path])
+    assert [r.budget for r in res.records] == [8, 12, 16, 64] and [t.glued for t in res.torn] == [True]
+    assert "20 torn bytes (a writer killed mid-line) before a whole line" in str(res.torn[0])
+    from ddtree_compat.results import check_appendable
+
+    check_appendable(path)  # ours: it may be resumed
+
+
+def test_plan_lines_tell_a_partial_run(tmp_path):
+    path = tmp_path / "r.jsonl"
+    w = ResultsWriter(path, environment("interpret", "default"))
+    w.plan(3)
+    w.write(record(budget=8, nodeid="t::a"))
+    w.write(record(budget=12, nodeid="t::b"))
+    res = load([path])
+    assert (res.planned, res.done, res.partial) == (3, 2, True)
+    md = render_markdown(res)
+    assert "Partial run: 2 of 3 cells; continue with python -m ddtree_compat sweep --resume" in md
+    w.plan(3)  # the resumed session selected the same cells (two of them left out as done)
+    w.write(record(budget=16, nodeid="t::c"))
+    assert not load([path]).partial and "Partial" not in render_markdown(load([path]))
+
+
+def test_a_file_and_a_link_to_it_are_read_once(tmp_path):
+    path = tmp_path / "r.jsonl"
+    ResultsWriter(path, environment("interpret", "default")).write(record())
+    (tmp_path / "latest.jsonl").symlink_to("r.jsonl")
+    res = load([path, tmp_path / "latest.jsonl"])
+    assert len(res.records) == 1 and res.superseded == 0 and res.sources == [str(path)]
+
+
+def test_check_writable_names_the_option_and_writes_nothing(tmp_path):
+    from ddtree_compat.results import check_writable
+
+    (tmp_path / "afile").write_text("x")
+    check_writable(tmp_path / "new" / "deeper" / "r.jsonl", "--ddtree-results")
+    check_writable(tmp_path, "--out-dir", folder=True)
+    with pytest.raises(ResultsFileError, match="field '--out-dir' = .*afile.*is a file"):
+        check_writable(tmp_path / "afile", "--out-dir", folder=True)
+    with pytest.raises(ResultsFileError, match="field '--ddtree-results' = .*afile/r.jsonl.*is a file, not a folder"):
+        check_writable(tmp_path / "afile" / "r.jsonl", "--ddtree-results")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # no probe left, no folder made

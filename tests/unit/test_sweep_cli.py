@@ -1,5 +1,7 @@
-"""The sweep command's own logic: which pytest exits start a resume pass, and the order of test files."""
+"""The sweep command's own logic: which pytest exits start a resume pass, the order of test files, and the names
+of its files (a name per run, an earlier one refused unless asked, ``latest-*`` links, ``--replace``)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +97,79 @@ def test_the_input_checks_and_the_xdist_controller_import_no_torch(pytester, ver
                                            "--ddtree-static=off", "--ddtree-case", str(verify_suite), "-n", "1", "-s")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*controller imported torch: False*"])
+
+
+def _args(*argv: str):
+    from ddtree_compat.cli import build_parser
+
+    args = build_parser().parse_args(["sweep", *argv])
+    args.profile = args.profile or "default"
+    return args
+
+
+def test_each_sweep_gets_its_own_name_and_an_earlier_one_is_refused_unless_asked(tmp_path):
+    """Without --name a second sweep of the day takes the next free name; --name of an earlier sweep's file is
+    refused in one line naming --replace, unless --replace, --resume or --append says what to do with it."""
+    import time
+
+    import pytest
+
+    from ddtree_compat.cli import _sweep_stem
+    from ddtree_compat.errors import DDTreeInputError
+
+    day = time.strftime("%Y-%m-%d")
+    assert _sweep_stem(_args(), tmp_path, "cpu") == f"{day}-cpu-default"
+    (tmp_path / f"{day}-cpu-default.png").write_bytes(b"")  # any file of a run holds its name
+    assert _sweep_stem(_args(), tmp_path, "cpu") == f"{day}-cpu-default-2"
+    (tmp_path / f"{day}-cpu-default-2.jsonl").write_text("")
+    assert _sweep_stem(_args(), tmp_path, "cpu") == f"{day}-cpu-default-3"
+    assert _sweep_stem(_args("--resume"), tmp_path, "cpu") == f"{day}-cpu-default-2"  # the newest run's
+    assert _sweep_stem(_args("--replace"), tmp_path, "cpu") == f"{day}-cpu-default"
+    (tmp_path / "gate.jsonl").write_text("")
+    with pytest.raises(DDTreeInputError, match=r"field '--name' = '.*gate.jsonl': an earlier sweep's file: not "
+                                               r"replaced; allowed: a new name, or --replace"):
+        _sweep_stem(_args("--name", "gate"), tmp_path, "cpu")
+    for flag in ("--replace", "--resume", "--append"):
+        assert _sweep_stem(_args("--name", "gate.jsonl", flag), tmp_path, "cpu") == "gate"
+    with pytest.raises(DDTreeInputError, match="nothing to resume"):
+        _sweep_stem(_args("--resume"), tmp_path, "sm90")
+
+
+def test_resume_without_a_name_continues_the_newest_run_also_after_midnight(tmp_path):
+    from ddtree_compat.sweep_files import newest_stem
+
+    for name in ("2026-12-03-cpu-default-2", "2026-12-03-cpu-default-10", "2026-12-02-cpu-default-11",
+                 "2026-12-04-cpu-full", "2026-12-04-sm90-default"):
+        (tmp_path / f"{name}.jsonl").write_text("")
+    (tmp_path / "latest-cpu-default.jsonl").symlink_to("2026-12-02-cpu-default-11.jsonl")
+    assert newest_stem(tmp_path, "cpu", "default") == "2026-12-03-cpu-default-10"
+    assert newest_stem(tmp_path / "none", "cpu", "default") is None
+
+
+def test_the_latest_links_name_one_run(tmp_path):
+    from ddtree_compat.sweep_files import point_latest
+
+    for suffix in (".jsonl", ".md", ".html", ".png"):
+        (tmp_path / f"a{suffix}").write_text(suffix)
+    point_latest(tmp_path, "a", "cpu", "default")
+    for suffix in (".jsonl", ".md", ".html"):
+        (tmp_path / f"b{suffix}").write_text(suffix)
+    made = point_latest(tmp_path, "b", "cpu", "default")  # b drew no picture: a's is not linked as b's
+    assert sorted(p.name for p in made) == ["latest-cpu-default.html", "latest-cpu-default.jsonl",
+                                            "latest-cpu-default.md"]
+    assert {p.name: os.readlink(p) for p in tmp_path.glob("latest-*")} == {
+        "latest-cpu-default.jsonl": "b.jsonl", "latest-cpu-default.md": "b.md", "latest-cpu-default.html": "b.html"}
+
+
+def test_replace_puts_the_earlier_run_back_when_nothing_ran(tmp_path):
+    from ddtree_compat.sweep_files import discard, restore, set_aside
+
+    (tmp_path / "gate.jsonl").write_text("earlier")
+    (tmp_path / "gate-cases").mkdir()
+    (tmp_path / "gate-cases" / "c.json").write_text("{}")
+    aside = set_aside(tmp_path, "gate")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".gate.replaced"]
+    restore(aside)
+    assert (tmp_path / "gate.jsonl").read_text() == "earlier" and (tmp_path / "gate-cases" / "c.json").exists()
+    discard(set_aside(tmp_path, "gate"))
+    assert not list(tmp_path.iterdir()) and set_aside(tmp_path, "gate") is None
