@@ -35,6 +35,8 @@ class Verdict:
         accepted_got: the kernel's accepted drafts per request (``None`` when not run).
         fault_class: for ``fault``, one of :data:`ddtree_compat.faults.FAULT_CLASSES`.
         context_poisoned: for ``fault`` on CUDA, whether the process's context is now unusable.
+        measured: figures the check measured besides the outcome (a sampling distribution cell: ``statistic``,
+            ``p_value``, ``dof``, ``rows`` and ``alpha`` of its law test); ``{}`` for most cells.
     """
 
     outcome: str
@@ -44,3 +46,4 @@ class Verdict:
     accepted_got: list[int] | None = None
     fault_class: str | None = None
     context_poisoned: bool = False
+    measured: dict = field(default_factory=dict)

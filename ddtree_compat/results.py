@@ -83,6 +83,9 @@ class ResultRecord:
             the server died), else ``""``.
         attention: e2e cells: the attention backend the server ran on (``triton``, ``flashinfer``, ``fa3``;
             SGLang's own choice for a ``-attn-default`` cell), else ``""``.
+        measured: what a cell measured besides its outcome: a sampling distribution cell's law test
+            (``statistic``, ``p_value``, ``dof``, ``rows``, ``alpha``), an e2e sampling cell's accept-length
+            spread; ``{}`` otherwise.
     """
 
     kernel: str
@@ -110,6 +113,7 @@ class ResultRecord:
     shape: str = ""
     log_excerpt: str = ""
     attention: str = ""
+    measured: dict = field(default_factory=dict)
 
 
 def _version(module: str) -> str | None:
@@ -397,7 +401,7 @@ def _read_text(path: str | os.PathLike) -> str:
 
 
 _NAMES = {f.name for f in fields(ResultRecord)}
-_REQUIRED = {f.name for f in fields(ResultRecord) if f.default is MISSING}
+_REQUIRED = {f.name for f in fields(ResultRecord) if f.default is MISSING and f.default_factory is MISSING}
 KINDS = ("env", "plan", "start", "result", "repair")
 """The line kinds of a results file (the module's docstring says what each holds)."""
 

@@ -17,7 +17,8 @@ from ..contract import AdapterError, Backend, KernelImpl, interpreter_on, locate
 from ..families.attention.places import FA3, MERGE_STATE
 from ..families.attention.records import CASCADE_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..families.ddtree import places
-from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS, FA_FULL, FA_SUFFIX
+from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS, FA_FULL, FA_SUFFIX, SAMPLE
+from ..families.sampling.records import DDTREE_LAW, interpret_refusal
 from ..static.kernels import Spec, TritonKernel
 
 
@@ -102,6 +103,9 @@ class DDTreeImplBackend(Backend):
         for h in places.HELPERS:
             if impl.utils_module is not None and all(f in impl.utils_functions for f in h.helpers):
                 declared.append(KernelImpl(h.record, "host", what=f"{where}'s {h.helpers[0]}"))
+        if any(i.kernel == SAMPLE.name for i in declared):  # the same sampler, judged by its law over N rows
+            declared.append(KernelImpl(DDTREE_LAW, "triton", what=f"{where}'s Triton sample_ddtree_target_probs_triton",
+                                       refuse=interpret_refusal))
         if any(i.kernel == FA_FULL.name for i in declared):
             declared.append(KernelImpl(VERIFY_ATTENTION, "cuda", places=FA3, refuse=_fa3_refuse,
                                        what=f"{where}'s one-pass FA verify metadata feeding sgl-kernel's FA3"))
@@ -295,6 +299,10 @@ class DDTreeImplBackend(Backend):
             reject_indices=torch.empty(bs, dtype=torch.int64, device=device),
             reject_child_tokens=torch.empty(bs, q, dtype=torch.int64, device=device),
             reject_child_counts=torch.empty(bs, dtype=torch.int64, device=device))
+
+    def ddtree_sample_distribution(self, *args) -> None:
+        """The sampling family's law cells call the same sampler (:meth:`ddtree_sample`)."""
+        self.ddtree_sample(*args)
 
     # ---- CPU helpers (any tier)
     def ddtree_build_cpu(self, top_log_probs, top_token_ids, budget, prune):

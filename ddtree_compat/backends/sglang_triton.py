@@ -10,7 +10,9 @@ SGLang's memory pool imports: it needs torchvision and transformers). The verify
 ``C`` and ``accept_width`` from tensor shapes and specialises on them (constexpr), so each shape
 compiles once. Also the target verify's attention, ``extend_attention_fwd``
 (``sglang.kernels.ops.attention.extend_attention``) with a custom mask, under its own tile choice or
-another arch's (:mod:`ddtree_compat.families.attention.tiles`).
+another arch's (:mod:`ddtree_compat.families.attention.tiles`). And the rejection sampler,
+``chain_speculative_sampling_triton`` (``...speculative.reject_sampling``; block verification where the release has
+it): the sampling verify of ``--speculative-use-rejection-sampling``.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from ..families.attention import tiles as sglang_tiles
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
 from ..families.commit import places as commit_places
 from ..families.commit.records import ACCEPT_OUT_CACHE_LOC, ASSIGN_REQ_TO_TOKEN, BONUS_TOKENS, COMMIT_OUTPUTS, FRONT_OUT_CACHE_LOC, MOVE_KV
+from ..families.sampling.places import CHAIN_SAMPLING
+from ..families.sampling.records import CHAIN as CHAIN_SAMPLING_KERNEL, interpret_refusal
 from ..families.verify.places import VERIFY_TRITON
 from ..families.verify.records import VERIFY
-from ..static.kernels import (SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON, SGLANG_MOVE_KV_TRITON,
-                              SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, kv_copy_config)
+from ..static.kernels import (SGLANG_CHAIN_SAMPLING_TRITON, SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON,
+                              SGLANG_MOVE_KV_TRITON, SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, kv_copy_config)
 
 PLACES = {  # kernel -> where releases keep it (the families' places.py); first found wins
     VERIFY: VERIFY_TRITON,
@@ -38,6 +42,7 @@ PLACES = {  # kernel -> where releases keep it (the families' places.py); first 
     ASSIGN_REQ_TO_TOKEN.name: commit_places.ASSIGN_REQ_TO_TOKEN,
     MOVE_KV.name: commit_places.MOVE_KV,
     VERIFY_ATTENTION: attention_places.EXTEND_ATTENTION,
+    CHAIN_SAMPLING_KERNEL: CHAIN_SAMPLING,
 }
 
 
@@ -48,7 +53,7 @@ def _next_pow2(n: int) -> int:
 def _interpreted():
     """Triton 3.6's interpreter needs :func:`~ddtree_compat._triton_env.interpreter_scalar_index` for SGLang's
     kernels with a data-dependent loop count (``assign_extend_cache_locs``, ``assign_req_to_token_pool``,
-    the attention prefix loop) under NumPy >= 2.4 (triton-lang/triton#9171); compiled Triton never needs it."""
+    the attention prefix loop, the rejection sampler's walk) under NumPy >= 2.4 (triton-lang/triton#9171); compiled Triton never needs it."""
     return interpreter_scalar_index() if interpreter_on() else nullcontext()
 
 
@@ -69,6 +74,20 @@ def _refuse_attention(target, case) -> str | None:
     return None
 
 
+def _refuse_sampling(target, case) -> str | None:
+    """Block verification where the installed release's rejection sampler has no ``block_verification``
+    (before 0.5.22); on the interpret tier, distribution cases but one (:func:`interpret_refusal`)."""
+    why = interpret_refusal(target, case)
+    if why or case is None or not case.block:
+        return why
+    import inspect
+
+    fn, place = locate(PLACES[CHAIN_SAMPLING_KERNEL])
+    if "block_verification" not in inspect.signature(fn).parameters:
+        return f"{place} has no block_verification in this sglang: block verification cannot be expressed"
+    return None
+
+
 class SGLangTritonBackend(Backend):
     name = "sglang-triton"
     attention_tiles = True  # verify_attention can run another arch's tile choice (families/attention/tiles.py)
@@ -86,6 +105,8 @@ class SGLangTritonBackend(Backend):
         KernelImpl(MOVE_KV.name, "triton", places=PLACES[MOVE_KV.name], static=(SGLANG_MOVE_KV_TRITON,)),
         KernelImpl(VERIFY_ATTENTION, "triton", places=PLACES[VERIFY_ATTENTION], refuse=_refuse_attention,
                        static=(SGLANG_VERIFY_ATTENTION,)),
+        KernelImpl(CHAIN_SAMPLING_KERNEL, "triton", places=PLACES[CHAIN_SAMPLING_KERNEL], refuse=_refuse_sampling,
+                   static=(SGLANG_CHAIN_SAMPLING_TRITON,)),
     )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
@@ -102,6 +123,20 @@ class SGLangTritonBackend(Backend):
                                        num_draft_tokens=candidates.shape[1])
         else:
             fn(*args)
+
+    def chain_speculative_sampling(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
+                                   retrive_next_token, retrive_next_sibling, uniform_samples,
+                                   uniform_samples_for_final_sampling, target_probs, draft_probs,
+                                   threshold_single=1.0, threshold_acc=1.0, deterministic=True,
+                                   block_verification=False) -> None:
+        """``chain_speculative_sampling_triton`` as SGLang's workers call it; ``block_verification`` passed only
+        when set (releases before 0.5.22 have no such keyword: :func:`_refuse_sampling`)."""
+        fn, _ = locate(PLACES[CHAIN_SAMPLING_KERNEL])
+        extra = {"block_verification": True} if block_verification else {}
+        with _interpreted():
+            fn(predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+               retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs, draft_probs,
+               threshold_single, threshold_acc, deterministic, **extra)
 
     # ---- commit kernels
 

@@ -81,7 +81,7 @@ def record_of(cell: Cell):
     return ResultRecord(**cell.coords, outcome=v.outcome, duration_s=v.duration_s, message=v.message[:2000],
                         fault_class=v.fault_class, case_path=cell.case_path, sanitizer=cell.sanitizer,
                         known_issue=cell.known_issue.id if cell.known_issue else "",
-                        log_excerpt=cell.log_excerpt[:4000])
+                        log_excerpt=cell.log_excerpt[:4000], measured=v.measured)
 
 
 def replay_line(path, backend, target: Target, nodeid: str, kernel: str) -> str:

@@ -388,7 +388,7 @@ def replay_command(r: ResultRecord) -> str:
 # --------------------------------------------------------------------------------------------------
 
 FAMILY_TITLES = {"verify": "verify kernels", "commit": "KV-cache commit kernels", "attention": "verify attention",
-                 "ddtree": "DDTree kernels", STATIC: "static builds", E2E: "end to end"}
+                 "ddtree": "DDTree kernels", "sampling": "sampling verify", STATIC: "static builds", E2E: "end to end"}
 """What a report calls each kernel family (``ddtree_compat.families``) and the static and e2e tiers."""
 SELECTION = "left out of the selection: -k, -m, --tests or --backend"
 REASON_CHARS = 140

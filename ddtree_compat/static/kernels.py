@@ -25,6 +25,8 @@ from ..contract import Place
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
 from ..families.commit.places import ACCEPT_OUT_CACHE_LOC_KERNEL, ASSIGN_EXTEND_CACHE_LOCS_KERNEL, MOVE_KV_KERNEL
 from ..families.commit.records import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
+from ..families.sampling.places import CHAIN_SAMPLING_KERNEL, TREE_SAMPLING_LOADER
+from ..families.sampling.records import CHAIN as CHAIN_SAMPLING, TREE as TREE_SAMPLING
 from ..families.verify.places import VERIFY_CUDA_LOADER, VERIFY_TRITON_KERNEL
 from ..families.verify.records import VERIFY, VerifyCase
 from . import attention_aot, flashinfer_aot, nvcc, triton_aot
@@ -131,7 +133,14 @@ class CudaJitKernel:
             ``cache_once`` function; its ``__wrapped__`` is called), from its family's ``places.py``.
         function: substring of the device function's (mangled) name to check.
         threads: threads per block of its launch (read from the host code that launches it).
-        id: ``case_id`` in the matrix (the module; it has no compile-time specializations).
+        id: ``case_id`` in the matrix (the module and the loader's arguments).
+        loader_args: the arguments the loader takes (the module's template parameters), as a release's wrapper
+            passes them.
+        headers: ``(package, distribution)`` of header-only dependencies SGLang's JIT reads from an installed
+            package (``("flashinfer", "flashinfer-python")``): absent, the cell is a skip naming the distribution.
+        toolkit: CUDA toolkit headers it includes that a minimal toolkit lacks (``curand.h``; see
+            :data:`~ddtree_compat.static.nvcc.TOOLKIT_HEADERS`).
+        default_archs: outside the full profile, these archs only (a heavy build).
     """
 
     kernel: str
@@ -139,12 +148,17 @@ class CudaJitKernel:
     function: str
     threads: int
     id: str
+    loader_args: tuple = ()
+    headers: tuple[tuple[str, str], ...] = ()
+    toolkit: tuple[str, ...] = ()
+    default_archs: tuple[str, ...] = ()
 
     def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
         return [Spec(self.id)]
 
     def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
-        return nvcc.build_module, (self.loader, self.function, self.threads, arch, cache_dir)
+        return nvcc.build_module, (self.loader, self.function, self.threads, arch, cache_dir, self.loader_args,
+                                   self.headers, self.toolkit)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -261,3 +275,46 @@ FLASHINFER_VERIFY_ATTENTION = FlashInferPrefillKernel(kernel=VERIFY_ATTENTION, h
                                                       default_archs=("sm120",))
 # sgl-kernel's prebuilt op libraries (no compile: the library each arch loads is read, sgl_kernel_libs)
 SGL_KERNEL_OPS = SglKernelLibrary()
+
+# sampling.cuh launches TreeSpeculativeSamplingTargetOnly with 1024 threads per block, one block per request, its
+# CUB scan/reduce storage in dynamic shared memory; the wrapper's template arguments are vec_size = gcd(4, V) (4 at
+# every real vocabulary: 128256, 151936, 248320) and deterministic (SGLang's workers pass True). It builds on
+# FlashInfer's headers (flashinfer-python): an nvcc build of ~a minute of a core, so the default profile builds it
+# for sm120 (the field's card), the full profile for every arch.
+SGLANG_TREE_SAMPLING_CUDA = CudaJitKernel(
+    kernel=TREE_SAMPLING,
+    loader=TREE_SAMPLING_LOADER,
+    function="TreeSpeculativeSamplingTargetOnly",
+    threads=1024,
+    id="jit-speculative_sampling-v4-det",
+    loader_args=(4, True),
+    headers=(("flashinfer", "flashinfer-python"),),
+    toolkit=("curand.h",),  # FlashInfer's sampling.cuh includes it
+    default_archs=("sm120",),
+)
+
+CHAIN_SAMPLING_VOCAB, CHAIN_SAMPLING_SLOTS = 151936, 8
+"""The chain sampler's static spec: Qwen's vocabulary, a DFLASH block of 8 draft tokens."""
+
+
+def chain_sampling_specs(cases, arch: str) -> list[Spec]:
+    """``chain_speculative_sampling_triton``'s launch at a real vocabulary with block verification (its larger
+    reduction: ``BLOCK_REDUCE = min(next_pow2(V), 32768)``, 8 warps past 4096), the heavier of its two modes."""
+    reduce = min(_next_pow2(CHAIN_SAMPLING_VOCAB), 32768)
+    return [Spec(f"v{CHAIN_SAMPLING_VOCAB}-s{CHAIN_SAMPLING_SLOTS}-block",
+                 (("NUM_SLOTS", CHAIN_SAMPLING_SLOTS), ("VOCAB_SIZE", CHAIN_SAMPLING_VOCAB), ("BLOCK_V", 4096),
+                  ("BLOCK_VERIFICATION", True), ("BLOCK_REDUCE", reduce)), num_warps=8 if reduce > 4096 else 4)]
+
+
+# The strides are runtime i32 here (a real call's unit vocabulary stride would be specialised to 1 by Triton).
+SGLANG_CHAIN_SAMPLING_TRITON = TritonKernel(
+    kernel=CHAIN_SAMPLING,
+    fn=CHAIN_SAMPLING_KERNEL,
+    signature=(("Predicts", "*i32"), ("AcceptIndex", "*i32"), ("AcceptTokenNum", "*i32"), ("Candidates", "*i64"),
+               ("RetriveIndex", "*i64"), ("UniformSamples", "*fp32"), ("UniformSamplesFinal", "*fp32"),
+               ("TargetProbs", "*fp32"), ("DraftProbs", "*fp32"),
+               *((s, "i32") for s in ("stride_cand_b", "stride_cand_s", "stride_idx_b", "stride_idx_s",
+                                      "stride_uni_b", "stride_uni_s", "stride_tp_b", "stride_tp_s", "stride_tp_v",
+                                      "stride_dp_b", "stride_dp_s", "stride_dp_v"))),
+    specialize_all=chain_sampling_specs,
+)

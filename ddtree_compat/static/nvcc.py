@@ -38,7 +38,7 @@ class _Captured(Exception):
     """Raised from inside SGLang's ``ninja.generate`` to stop ``load_jit`` before it compiles."""
 
 
-def capture_build(loader, arch: str) -> tuple[str, dict[str, str]]:
+def capture_build(loader, arch: str, args: tuple = ()) -> tuple[str, dict[str, str]]:
     """``(build.ninja text, {generated file name: source})`` SGLang's ``load_jit`` makes for ``arch``; ``loader``: the
     places of the function that runs it (:func:`.triton_aot.load_object`).
 
@@ -62,7 +62,7 @@ def capture_build(loader, arch: str) -> tuple[str, dict[str, str]]:
     major, minor = parse_arch(arch)
     with override_jit_cuda_arch(major, minor), mock.patch.object(sglang_ninja, "generate", generate):
         try:
-            fn()
+            fn(*args)
         except _Captured:
             pass
     if "text" not in captured:
@@ -128,17 +128,68 @@ def publish_build(out: Path, files: dict[str, str], targets: list[str], command:
     return None
 
 
-def build_module(loader, function: str, threads: int, arch: str, cache_dir: str) -> Build | Unavailable | BuildError:
-    """Compile a SGLang JIT module's CUDA objects for ``arch`` (cached). Never raises for a toolchain gap
-    (:class:`Unavailable`) or an nvcc error (:class:`BuildError`)."""
+def missing_headers(headers: tuple[tuple[str, str], ...]) -> str | None:
+    """Why a JIT module's header-only dependencies are not here (``None``: they are): the first
+    ``(package, distribution)`` of ``headers`` with no installed package."""
+    import importlib.util
+
+    for package, distribution in headers:
+        if importlib.util.find_spec(package) is None:
+            return (f"{distribution} is not installed: SGLang's JIT build of this module reads its headers "
+                    f"({package}/data/include; pip install {distribution})")
+    return None
+
+
+TOOLKIT_HEADERS = {"curand.h": ("nvidia-curand", "nvidia/cu13/include")}
+"""CUDA toolkit headers a JIT module includes that a minimal toolkit (nvcc and the runtime only, as on a CPU CI box)
+lacks: ``header -> (the distribution that ships it, its include folder inside site-packages)``."""
+
+
+def toolkit_include(nvcc: str, header: str) -> tuple[str | None, str | None]:
+    """``(extra include folder or None, why not here or None)`` for a toolkit ``header``: the toolkit's own
+    (``<nvcc>/../include``, ``targets/*/include``) needs nothing; else the distribution of :data:`TOOLKIT_HEADERS`
+    where installed."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    root = Path(nvcc).resolve().parent.parent
+    if (root / "include" / header).is_file() or any(root.glob(f"targets/*/include/{header}")):
+        return None, None
+    dist, folder = TOOLKIT_HEADERS[header]
     try:
-        text, sources = capture_build(loader, arch)
+        where = Path(distribution(dist).locate_file(folder))
+    except PackageNotFoundError:
+        where = None
+    if where is None or not (where / header).is_file():
+        return None, (f"the CUDA toolkit at {root} has no {header} and {dist} is not installed (pip install {dist}): "
+                      "this module includes it")
+    return str(where), None
+
+
+def build_module(loader, function: str, threads: int, arch: str, cache_dir: str, args: tuple = (),
+                 headers: tuple[tuple[str, str], ...] = (), toolkit: tuple[str, ...] = ()
+                 ) -> Build | Unavailable | BuildError:
+    """Compile a SGLang JIT module's CUDA objects for ``arch`` (cached); ``args``: the loader's (the module's
+    template parameters); ``headers``: its header-only dependencies (:func:`missing_headers`); ``toolkit``: the
+    CUDA toolkit headers it includes that a minimal toolkit lacks (:func:`toolkit_include`: the include folder of
+    the distribution that ships them is added to SGLang's flags). Never raises for a toolchain gap or a missing
+    dependency (:class:`Unavailable`) or an nvcc error (:class:`BuildError`)."""
+    why = missing_headers(headers)
+    if why:
+        return Unavailable(why)
+    try:
+        text, sources = capture_build(loader, arch, args)
     except ImportError as e:
         return Unavailable(f"cannot import SGLang's JIT build ({type(e).__name__}: {e})".replace("\n", " ")[:500])
     nvcc = _variable(text, "nvcc").strip("'\"")
     reason = toolchain_reason(nvcc, arch)
     if reason:
         return Unavailable(reason)
+    for header in toolkit:
+        extra, why = toolkit_include(nvcc, header)
+        if why:
+            return Unavailable(why)
+        if extra:
+            text = re.sub(r"^(cudaflags = .*)$", lambda m: f"{m.group(1)} -I{extra}", text, count=1, flags=re.M)
     objects = cuda_objects(text)
     if len(objects) != 1:
         return BuildError("nvcc-compile-error", f"expected one CUDA object in SGLang's build.ninja, got {objects}")

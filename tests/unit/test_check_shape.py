@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import types
 
 import pytest
 
@@ -24,7 +25,16 @@ def _first_case(record):
     return next(iter(record.cases(context)))
 
 
+class _DDTreeSampler(DDTreeReference):
+    """The DDTree reference's sampler, called as the sampling family's law cells call an implementation's."""
+
+    def ddtree_sample_distribution(self, *args) -> None:
+        self.ddtree_sample(*args)
+
+
 def _reference(record):
+    if record.name == "ddtree_sample_distribution":
+        return _DDTreeSampler()
     return DDTreeReference() if record.table == "ddtree" else OracleBackend()
 
 
@@ -48,17 +58,29 @@ def _plant(monkeypatch, family: str, armed=lambda: True, fired: list | None = No
             continue
         module = importlib.import_module(name)
         for attr, value in list(vars(module).items()):
-            if inspect.isfunction(value) and value.__module__.startswith("ddtree_compat.families.") and \
-                    value.__module__.endswith(".oracle"):
-                def raises(*args, real=value, **kwargs):
-                    if armed():
-                        if fired is not None:
-                            fired.append(real.__name__)
-                        raise RuntimeError(PLANTED)
-                    return real(*args, **kwargs)
-                monkeypatch.setattr(module, attr, raises)
+            if inspect.isfunction(value) and _of_an_oracle(value.__module__):
+                monkeypatch.setattr(module, attr, _raising(value, armed, fired))
+                planted += 1
+            elif inspect.ismodule(value) and _of_an_oracle(value.__name__):  # ``from . import oracle as O``
+                proxy = types.SimpleNamespace(**{k: _raising(v, armed, fired) if inspect.isfunction(v) else v
+                                                 for k, v in vars(value).items()})
+                monkeypatch.setattr(module, attr, proxy)
                 planted += 1
     return planted
+
+
+def _of_an_oracle(module: str) -> bool:
+    return module.startswith("ddtree_compat.families.") and module.endswith(".oracle")
+
+
+def _raising(real, armed, fired):
+    def raises(*args, **kwargs):
+        if armed():
+            if fired is not None:
+                fired.append(real.__name__)
+            raise RuntimeError(PLANTED)
+        return real(*args, **kwargs)
+    return raises
 
 
 def _watched(backend, called: list) -> object:

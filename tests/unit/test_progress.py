@@ -19,8 +19,8 @@ def test_the_start_says_which_backends_run_and_which_skip_and_why_then_progress_
     result.stdout.fnmatch_lines(["*progress: * of 3 tests done (*%), *elapsed*"])
     result.stdout.fnmatch_lines(["ddtree-compat: tier interpret, profile default, * backend(s)",
                                  "  oracle on interpret: runs all * kernels",
-                                 "  sglang-cuda on interpret: skips its one kernel, verify_tree_greedy: tvm-ffi JIT CUDA kernel runs on "
-                                 "the device tier only (a CUDA GPU; this target is interpret)",
+                                 "  sglang-cuda on interpret: skips all 2 kernels (verify_tree_greedy: tvm-ffi JIT CUDA kernel runs "
+                                 "on the device tier only (a CUDA GPU; this target is interpret); tree_speculative_sampling: *",
                                  "  no DDTree implementation found (--ddtree-impl PATH or DDTREE_IMPLS=PATH*",
                                  "  CUDA-graph cells (kernel@graph) skip on interpret: CUDA graphs need the device tier"])
 

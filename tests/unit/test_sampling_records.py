@@ -71,7 +71,7 @@ def test_bad_json_is_refused():
 def test_the_exact_grids_cover_every_pair():
     rows = [dict(topology=c.topology, budget=c.budget, probs=c.probs, thresholds=(c.threshold_single, c.threshold_acc),
                  siblings=c.siblings, vocab=c.vocab, batch=c.batch) for c in R.tree_exact_cases()]
-    assert missing_pairs(rows, {"topology": R.TOPOLOGIES, "budget": R.TREE_BUDGETS, "probs": R.PROBS,
+    assert missing_pairs(rows, {"topology": R.TOPOLOGIES, "budget": R.TREE_BUDGETS, "probs": R.TREE_PROBS,
                                 "thresholds": R.THRESHOLDS, "siblings": O.ORDERS, "vocab": R.EXACT_VOCABS,
                                 "batch": R.EXACT_BATCHES}) == []
     rows = [dict(budget=c.budget, probs=c.probs, block=c.block, vocab=c.vocab, batch=c.batch) for c in R.chain_exact_cases()]

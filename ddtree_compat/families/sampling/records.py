@@ -48,8 +48,9 @@ SAMPLERS = ("tree", "chain", "ddtree")
 KINDS = ("exact", "distribution")
 DDTREE_SHAPES = ("bf-flat", "bf-peaked", "balanced", "random", "fanout")
 TOPOLOGIES = ("chain", "eagle-topk", *DDTREE_SHAPES)
-PROBS = ("onehot", "peaked", "flat", "edge", "saturated")
-EXACT_ONLY = ("edge", "saturated")
+TREE_PROBS = ("onehot", "peaked", "flat", "edge", "saturated")
+PROBS = (*TREE_PROBS, "residual")
+EXACT_ONLY = ("edge", "saturated", "residual")
 UNITS = 256  # every mass a multiple of 1 / UNITS
 COIN_UNITS = 1 << 16  # exact cases' uniforms: multiples of 2^-16
 TOP_COIN = 1.0 - 2.0 ** -24  # the largest float32 below 1 (SGLang clamps seeded coins to it)
@@ -141,7 +142,9 @@ class SamplingCase(SavedCase):
 
     @property
     def label(self) -> str:
-        return f"{RECORD_NAMES[self.sampler]}@distribution" if self.kind == "distribution" else RECORD_NAMES[self.sampler]
+        if self.kind == "distribution" and self.sampler != "ddtree":  # the DDTree record is the law's already
+            return f"{RECORD_NAMES[self.sampler]}@distribution"
+        return RECORD_NAMES[self.sampler]
 
     def coordinates(self) -> dict:
         """The results' coordinates (the keys every family's cases give)."""
@@ -183,6 +186,9 @@ class SamplingCase(SavedCase):
         if self.kind == "distribution" and self.probs in EXACT_ONLY:
             raise CaseError("probs", self.probs, ", ".join(p for p in PROBS if p not in EXACT_ONLY),
                             "a boundary plant needs given uniforms (exact cases)", where)
+        if self.probs == "residual" and not (self.block and self.budget == 2):
+            raise CaseError("probs", self.probs, "a block-verification chain of 2 drafts",
+                            "the stated residual request is one", where)
         if self.probs == "saturated" and self.sampler == "chain":
             raise CaseError("probs", self.probs, "onehot, peaked, flat, edge", "no children to saturate", where)
         if self.topology == "fanout" and self.budget > self.vocab:
@@ -495,6 +501,8 @@ def _exact_request(case: SamplingCase, b: int) -> ExactRequest:
     rng = np.random.default_rng(stable_seed("sampling-exact", case.id, b))
     uniforms = [_coin(rng) for _ in range(case.nodes)]
     final = _coin(rng)
+    if case.probs == "residual":
+        return _residual_chain(case, b)
     if case.sampler == "chain":
         return _exact_chain(case, b, rng, uniforms, final)
     tree, fn = case.trees[b], case.target_fn(b)
@@ -618,6 +626,20 @@ def _exact_chain(case: SamplingCase, b: int, rng: np.random.Generator, uniforms:
     return req
 
 
+def _residual_chain(case: SamplingCase, b: int) -> ExactRequest:
+    """Block verification stopping short of the chain with prefix probability ``h = 1/2``, the bonus coin where the
+    scaled residual ``relu(h * p - q)`` and the unscaled ``relu(p - q)`` pick different tokens (``docs/
+    sampling-kernels.md``): drafts ``a, b``; ``p0 = {a: 1/2, x: 1/2}``, ``q0 = {a: 1}`` (``h1 = 1/2``);
+    ``p1 = {b: 1/8, c: 1/2, e: 3/8}``, ``q1 = {b: 7/8, c: 1/8}`` (``h2 = 1/14``; the scaled residual ``c: 1/8,
+    e: 3/16``, ``S = 5/16``); coins ``0.25`` (``< h1`` and ``< S / (S + 1 - h1) = 5/13``: step 1 taken) and ``0.5``
+    (``>= h2``: step 2 not); the final coin ``7/16``: ``e`` from the scaled residual, ``c`` from the unscaled."""
+    root = case.trees[b].tokens[0]
+    a, t_b, c, e, x, last = ((root + k) % case.vocab for k in range(1, 7))
+    target = ({a: 0.5, x: 0.5}, {t_b: 0.125, c: 0.5, e: 0.375}, {last: 1.0})
+    draft = ({a: 1.0}, {t_b: 0.875, c: 0.125})
+    return ExactRequest(b, (root, a, t_b), target, draft, (0.25, 0.5, 0.75), 7 / 16)
+
+
 def _with_mass(row: dict, token: int, mass: float, vocab: int) -> dict:
     """``row`` with ``token`` carrying ``mass`` and the difference taken from / given to one other token."""
     out = dict(row)
@@ -657,10 +679,10 @@ def tree_exact_cases(ctx: CaseContext | None = None) -> tuple[SamplingCase, ...]
     thresholds x rows at budget 7 on EAGLE's tree (the lossy thresholds against each row kind)."""
     from ...covering import pairwise
 
-    rows = pairwise({"topology": TOPOLOGIES, "budget": TREE_BUDGETS, "probs": PROBS, "thresholds": THRESHOLDS,
+    rows = pairwise({"topology": TOPOLOGIES, "budget": TREE_BUDGETS, "probs": TREE_PROBS, "thresholds": THRESHOLDS,
                      "siblings": O.ORDERS, "vocab": EXACT_VOCABS, "batch": EXACT_BATCHES})
     rows += [dict(topology="eagle-topk", budget=7, probs=p, thresholds=t, siblings=O.ASCENDING, vocab=16, batch=3)
-             for p in PROBS for t in THRESHOLDS]
+             for p in TREE_PROBS for t in THRESHOLDS]
     return _unique(SamplingCase("tree", "exact", r["topology"], r["budget"], r["probs"], r["batch"], r["vocab"],
                                 threshold_single=r["thresholds"][0], threshold_acc=r["thresholds"][1],
                                 siblings=r["siblings"]) for r in rows)
@@ -672,18 +694,43 @@ def chain_exact_cases(ctx: CaseContext | None = None) -> tuple[SamplingCase, ...
 
     rows = pairwise({"budget": CHAIN_STEPS, "probs": ("onehot", "peaked", "flat", "edge"), "block": (False, True),
                      "vocab": EXACT_VOCABS, "batch": EXACT_BATCHES})
-    return _unique(SamplingCase("chain", "exact", "chain", r["budget"], r["probs"], r["batch"], r["vocab"],
-                                block=r["block"]) for r in rows)
+    stated = [SamplingCase("chain", "exact", "chain", 2, "residual", 1, 16, block=True)]  # the residual's scale
+    return _unique([*(SamplingCase("chain", "exact", "chain", r["budget"], r["probs"], r["batch"], r["vocab"],
+                                   block=r["block"]) for r in rows), *stated])
 
 
 ROWS = 1 << 16
 """``N``, the rows of one distribution cell: every planted skew of :mod:`.law` is caught with power
 :data:`~.distribution.POWER` at :data:`~.distribution.ALPHA` by at least one distribution case of each sampler
-(``docs/sampling-kernels.md`` has the table; ``tests/unit/test_sampling_distribution.py`` holds it)."""
+(``docs/sampling-kernels.md`` has the table; ``tests/unit/test_sampling_distribution.py`` holds it). The device
+tier's."""
+INTERPRET_ROWS = 512
+"""``N`` on the CPU tiers (Triton's interpreter: 12-40 ms a row): every skew but ``unscaled-residual`` (11,768 rows;
+the exact cells catch it) is caught there with power 0.999 by some case of its sampler."""
+INTERPRET_TRITON = ("chain-distribution-chain-b3-peaked", "ddtree-distribution-bf-flat-b5-flat")
+"""The distribution cases a Triton sampler runs on the interpret tier (id prefixes): one per sampler; the others run
+on the device tier (:func:`interpret_refusal`)."""
 
 
-def tree_distribution_cases(ctx: CaseContext | None = None, rows: int = ROWS) -> tuple[SamplingCase, ...]:
-    v = DISTRIBUTION_VOCAB
+def rows_for(ctx: CaseContext | None) -> int:
+    """``N`` for a run: :data:`ROWS` on the device tier (and with no context), :data:`INTERPRET_ROWS` on the CPU
+    (the case context's size profile, ``attention_profile``, follows the tier)."""
+    return ROWS if ctx is None or ctx.attention_profile == "device" else INTERPRET_ROWS
+
+
+def interpret_refusal(target, case) -> str | None:
+    """A Triton sampler on the interpret tier runs the exact cases and :data:`INTERPRET_TRITON`'s distribution cases
+    only; the others are a counted skip that says the device tier runs them."""
+    if target.tier != "interpret" or case is None or case.kind != "distribution":
+        return None
+    if case.id.startswith(INTERPRET_TRITON) and "-block" not in case.id:
+        return None
+    return (f"the interpret tier runs one distribution case per Triton sampler ({', '.join(INTERPRET_TRITON)}; "
+            "Triton's interpreter: 12-40 ms a row); this cell runs on the device tier")
+
+
+def tree_distribution_cases(ctx: CaseContext | None = None, rows: int | None = None) -> tuple[SamplingCase, ...]:
+    v, rows = DISTRIBUTION_VOCAB, rows or rows_for(ctx)
     return _unique([
         SamplingCase("tree", "distribution", "eagle-topk", 6, "peaked", rows, v),
         SamplingCase("tree", "distribution", "eagle-topk", 6, "flat", rows, v, siblings=O.REVERSE),
@@ -694,14 +741,14 @@ def tree_distribution_cases(ctx: CaseContext | None = None, rows: int = ROWS) ->
     ])
 
 
-def chain_distribution_cases(ctx: CaseContext | None = None, rows: int = ROWS) -> tuple[SamplingCase, ...]:
-    v = DISTRIBUTION_VOCAB
+def chain_distribution_cases(ctx: CaseContext | None = None, rows: int | None = None) -> tuple[SamplingCase, ...]:
+    v, rows = DISTRIBUTION_VOCAB, rows or rows_for(ctx)
     return _unique([SamplingCase("chain", "distribution", "chain", 3, p, rows, v, block=blk)
                     for p in ("peaked", "flat") for blk in (False, True)])
 
 
-def ddtree_distribution_cases(ctx: CaseContext | None = None, rows: int = ROWS) -> tuple[SamplingCase, ...]:
-    v = DISTRIBUTION_VOCAB
+def ddtree_distribution_cases(ctx: CaseContext | None = None, rows: int | None = None) -> tuple[SamplingCase, ...]:
+    v, rows = DISTRIBUTION_VOCAB, rows or rows_for(ctx)
     return _unique([
         SamplingCase("ddtree", "distribution", "bf-flat", 5, "flat", rows, v),
         SamplingCase("ddtree", "distribution", "balanced", 7, "peaked", rows, v),
