@@ -3,7 +3,8 @@
 #     DDTREE_IMPLS=... bash scripts/build-sampling-carry.sh [OUT_DIR]      (OUT_DIR default .carry/samp)
 # fihdr.tar.gz: a headers-only `flashinfer` package from the installed flashinfer-python (its data/include) with
 # cuRAND's headers (from nvidia-curand) in data/csrc and the empty folders SGLang's JIT dependency check wants;
-# impls.tar.gz: the DDTree modules of each tree of DDTREE_IMPLS (':'-separated) with its ddtree-impl.json.
+# impls.tar.gz: the DDTree modules of each tree of DDTREE_IMPLS (':'-separated) with its ddtree-impl.json;
+# covertable's wheel (the exact grids' covering arrays).
 set -euo pipefail
 OUT=${1:-.carry/samp}
 PY=${PYTHON:-python3}
@@ -32,4 +33,5 @@ for tree in ${DDTREE_IMPLS//:/ }; do
   done
 done
 tar -C "$work/impls" -czf "$OUT/impls.tar.gz" .
+"$PY" -m pip download -q --no-deps -d "$OUT" "covertable==3.2.0"  # pure Python; the lent host's site lacks it
 ls -la "$OUT"

@@ -8,7 +8,8 @@
 #                 FlashInfer's headers, and the host's flashinfer 0.6.14 lacks them; put first on PYTHONPATH for
 #                 this sweep only (its attention is not under test here);
 #   impls.tar.gz  each DDTree tree's DDTree modules only (the kernel module, ddtree_utils, dflash_utils), with their
-#                 ddtree-impl.json: their samplers load from those files.
+#                 ddtree-impl.json: their samplers load from those files;
+#   covertable-*.whl  the covering arrays' package (the exact grids are pairwise), not in the host's site.
 # Runs the sampling family on the device tier RUNS times (default 2: the distribution cells' verdicts must repeat),
 # then `diff` of the first and the last run. Writes OUT/run<i>.{jsonl,md,log} and OUT/diff.txt.
 set -uo pipefail
@@ -17,6 +18,7 @@ RUNS=${2:-2}
 mkdir -p "$OUT" /tmp/samp/fi /tmp/samp/impls
 tar -C /tmp/samp/fi -xzf .carry/samp/fihdr.tar.gz
 tar -C /tmp/samp/impls -xzf .carry/samp/impls.tar.gz
+[ -d /tmp/samp/whl/covertable ] || python3 -m pip install -q --no-index --no-deps --target /tmp/samp/whl .carry/samp/*.whl
 RELEASE_ENV=/tmp/ddt/impl/${SGLANG_RELEASE:-sglang-0.5.23}/env.sh
 # shellcheck disable=SC1090
 SITE=$(. "$RELEASE_ENV" && echo "$PYTHONPATH")
@@ -25,7 +27,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.lo
 IMPLS=$(ls -d /tmp/samp/impls/*/ | sed 's#/$##' | paste -sd:)
 for i in $(seq 1 "$RUNS"); do
   start=$SECONDS
-  PYTHONPATH=/tmp/samp/fi:$SITE DDTREE_IMPLS=$IMPLS timeout -s INT "${STEP_S:-280}" python3 -m ddtree_compat sweep \
+  PYTHONPATH=/tmp/samp/fi:$SITE:/tmp/samp/whl DDTREE_IMPLS=$IMPLS timeout -s INT "${STEP_S:-280}" python3 -m ddtree_compat sweep \
     --tier device --timeout 120 --tests tests/kernels/test_sampling.py --out-dir "$OUT" --name "run$i" \
     -- --ddtree-static=off > "$OUT/run$i.log" 2>&1
   echo "run$i exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
