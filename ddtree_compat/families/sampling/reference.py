@@ -48,18 +48,21 @@ class SamplingReference(Backend):
                                   threshold_single=1.0, threshold_acc=1.0, deterministic=True) -> None:
         """``tree_speculative_sampling_target_only``: per request, the walk and the bonus token; the rejected
         children's target masses written into ``draft_probs``."""
+        import torch
+
         bs, width, vocab = candidates.shape[0], accept_index.shape[1], target_probs.shape[-1]
         cand, nxt, sib = candidates.tolist(), retrive_next_token.tolist(), retrive_next_sibling.tolist()
         index, coins, finals = retrive_index.tolist(), uniform_samples.tolist(), uniform_samples_for_final_sampling.tolist()
-        targets = _sparse(target_probs)
+        targets, rounds = _sparse(target_probs), []
         for b in range(bs):
-            rows = targets[b]
             links = O.Links(tuple(cand[b]), tuple(nxt[b]), tuple(sib[b]))
-            r = O.tree_target_only(links, rows, coins[b], finals[b], vocab, width, threshold_single, threshold_acc,
-                                   skew=self._skew(K.TREE_SKEWS))
-            self._write(r, index[b], b, predicts, accept_index, accept_token_num)
-            for node, token in r.rejected:
-                draft_probs[b, node, token] = target_probs[b, node, token]
+            rounds.append(O.tree_target_only(links, targets[b], coins[b], finals[b], vocab, width, threshold_single,
+                                             threshold_acc, skew=self._skew(K.TREE_SKEWS)))
+        self._write(rounds, index, predicts, accept_index, accept_token_num)
+        rejected = [(b, node, token) for b, r in enumerate(rounds) for node, token in r.rejected]
+        if rejected:
+            at = tuple(torch.tensor(col, dtype=torch.long, device=draft_probs.device) for col in zip(*rejected))
+            draft_probs[at] = target_probs[at]
 
     def chain_speculative_sampling(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
                                    retrive_next_token, retrive_next_sibling, uniform_samples,
@@ -72,21 +75,27 @@ class SamplingReference(Backend):
         cand, index = candidates.tolist(), retrive_index.tolist()
         coins, finals = uniform_samples.tolist(), uniform_samples_for_final_sampling.tolist()
         targets, drafts = _sparse(target_probs), _sparse(draft_probs)
-        for b in range(bs):
-            r = O.chain_rejection(cand[b], targets[b], drafts[b], coins[b], finals[b], vocab,
-                                  block=bool(block_verification),
-                                  skew=self._skew(K.BLOCK_SKEWS if block_verification else K.CHAIN_SKEWS))
-            self._write(r, index[b], b, predicts, accept_index, accept_token_num)
+        skew = self._skew(K.BLOCK_SKEWS if block_verification else K.CHAIN_SKEWS)
+        rounds = [O.chain_rejection(cand[b], targets[b], drafts[b], coins[b], finals[b], vocab,
+                                    block=bool(block_verification), skew=skew) for b in range(bs)]
+        self._write(rounds, index, predicts, accept_index, accept_token_num)
 
     def _skew(self, of: tuple[str, ...]) -> str | None:
         """The planted skew where this sampler (and mode) has it; else its own rule."""
         return self.skew if self.skew in of else None
 
     @staticmethod
-    def _write(r: O.Round, index: list[int], b: int, predicts, accept_index, accept_token_num) -> None:
-        """Round ``r`` as the kernels write it: ``accept_index[b, j]`` the path's flat indices, ``predicts`` at each
-        the next emitted token, ``accept_token_num[b]`` the accepted drafts."""
-        for j, (node, token) in enumerate(zip(r.path, r.emitted)):
-            accept_index[b, j] = index[node]
-            predicts[index[node]] = token
-        accept_token_num[b] = r.accepted_drafts
+    def _write(rounds: list[O.Round], index: list[list[int]], predicts, accept_index, accept_token_num) -> None:
+        """The rounds as the kernels write them: ``accept_index[b, j]`` the path's flat indices, ``predicts`` at each
+        the next emitted token, ``accept_token_num[b]`` the accepted drafts. Filled on the host and copied back once
+        (one element write per launch on a device makes a 65,536-row cell take minutes)."""
+        import torch
+
+        pred, acc, num = (t.tolist() for t in (predicts, accept_index, accept_token_num))
+        for b, r in enumerate(rounds):
+            for j, (node, token) in enumerate(zip(r.path, r.emitted)):
+                acc[b][j] = index[b][node]
+                pred[index[b][node]] = token
+            num[b] = r.accepted_drafts
+        for out, values in zip((predicts, accept_index, accept_token_num), (pred, acc, num)):
+            out.copy_(torch.tensor(values, dtype=out.dtype))
