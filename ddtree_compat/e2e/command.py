@@ -68,7 +68,7 @@ def _required_flags(config: ServerConfig) -> list[str]:
         flags += ["--speculative-num-draft-tokens"]
     if config.algorithm == DDTREE:
         flags += ["--speculative-ddtree-budget"]
-    return flags + list(config.flags)
+    return flags + [f.split("=")[0] for f in config.flags]  # a flag with its value: --name=value
 
 
 def server_args(config: ServerConfig, caps: Capabilities, target: Path, draft: Path | None) -> list[str]:

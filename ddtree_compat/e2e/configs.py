@@ -23,6 +23,11 @@ Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for 
 * ``ddtree-boundary``: where the verify width ``B + 1`` meets the block size: budget 14 (block 16), budget 8
   with the CPU tree build and follow, budget 8 with block 9 and 12 with block 13 (``B + 1 = block``).
 * ``ddtree-smoke``: four servers of the same kinds (a second DDTree implementation's column).
+* ``sampling`` (issue 42): requests at temperature 1 (:mod:`.sampling`): the target alone, EAGLE chains and a top-k 4
+  tree, DFLASH block 16 and DDTREE budgets 12 and 32, judged by the target's law; the same at top-k 71; at top-p 0.5
+  (the successor alone) judged as greedy, with a never-agreeing EAGLE draft beside; and a planted skew
+  (:data:`SKEW`) whose verdict must be ``wrong``. SGLang's own attention choice only, unless
+  ``--ddtree-e2e-attention`` names others.
 * ``dflash-ddtree``: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, budget =
   block size - 1: blocks 9, 13 and 16) and plain DFLASH.
 
@@ -47,8 +52,9 @@ from dataclasses import dataclass, field, replace
 from . import checkpoints as ck
 from .attention import SGLANG_CHOICE, TARGET_ATTENTION, parse_attention
 from .expect import PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase, rounds_for
+from .sampling import TOKENS_PER_CELL, Sampling
 
-PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree")
+PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree", "sampling")
 NONE = "NONE"
 DDTREE = "DDTREE"
 START_TOKEN = 7
@@ -61,7 +67,11 @@ DFLASH_ENABLE_DDTREE = "--speculative-dflash-enable-ddtree"
 PRUNE = "--is-ddtree-prune"
 CPU_BUILD = "--speculative-ddtree-cpu-build"
 CPU_FOLLOW = "--speculative-ddtree-cpu-follow"
-_FLAG_TAGS = {PRUNE: "prune", CPU_BUILD: "cpubuild", CPU_FOLLOW: "cpufollow", DFLASH_ENABLE_DDTREE: "ddtree"}
+SKEW = "--speculative-accept-threshold-single=0"
+"""SGLang's accept threshold at 0: the target-only tree sampler accepts every draft it is shown (lossy by design):
+the ``sampling`` profile's negative control."""
+_FLAG_TAGS = {PRUNE: "prune", CPU_BUILD: "cpubuild", CPU_FOLLOW: "cpufollow", DFLASH_ENABLE_DDTREE: "ddtree",
+              SKEW: "skew-accept-all"}
 
 
 CAPTURED_BS = (1, 2, 4, 8)
@@ -116,6 +126,7 @@ class ServerConfig:
         phases: the cells of this server.
         attention: ``default`` (SGLang's own choice, resolved at run time), ``triton``, ``flashinfer`` or
             ``fa3`` (``--attention-backend``); ``""`` before :func:`plan` sets it.
+        sampling: the requests' temperature, top-k and top-p (:class:`.sampling.Sampling`); ``None``: greedy.
     """
 
     id: str
@@ -129,6 +140,7 @@ class ServerConfig:
     phases: tuple[Phase, ...] = field(default_factory=tuple, compare=False)
     flags: tuple[str, ...] = ()
     attention: str = ""
+    sampling: Sampling | None = None
 
     @property
     def shape_id(self) -> str:
@@ -139,6 +151,18 @@ class ServerConfig:
     @property
     def speculative(self) -> bool:
         return self.algorithm != NONE
+
+    @property
+    def distribution(self) -> bool:
+        """Sampled requests whose law leaves more than the successor: judged by the law (:mod:`.sampling`), not by
+        the greedy chain (a top-p that leaves the successor alone is judged as greedy)."""
+        return self.sampling is not None and not self.sampling.point_mass()
+
+    @property
+    def planted_skew(self) -> bool:
+        """A negative control of the distribution check: a server argument that makes sampling lossy
+        (:data:`SKEW`); its verdict must be ``wrong``."""
+        return SKEW.split("=")[0] in " ".join(self.flags)
 
     @property
     def block_size(self) -> int | None:
@@ -349,9 +373,31 @@ _DFLASH_DDTREE = [
     _dflash(13, "never", False, DFLASH_ENABLE_DDTREE),
     _dflash(16, "always", False),
 ]
+T1, T1_K71, T1_P05 = Sampling(1.0), Sampling(1.0, top_k=71), Sampling(1.0, top_p=0.5)
+
+
+def _sampled(config: ServerConfig, sampling: Sampling, *flags: str) -> ServerConfig:
+    tags = "".join(f"-{_FLAG_TAGS[f]}" for f in flags)
+    return replace(config, id=f"{config.id}-{sampling.tag}{tags}", sampling=sampling, flags=config.flags + flags)
+
+
+_SAMPLING = [  # temperature 1 (the law), top-k 71 (the far tokens cut), top-p 0.5 (the successor alone: greedy)
+    _sampled(ServerConfig("target", NONE), T1),
+    _sampled(_spec(ck.EAGLE, 1, 8, 9, "always", False), T1),
+    _sampled(_spec(ck.EAGLE, 4, 3, 9, "mod2", False), T1),
+    _sampled(_spec(ck.EAGLE, 1, 8, 9, "always", False), T1_K71),
+    _sampled(_spec(ck.EAGLE, 1, 8, 9, "always", False), T1_P05),
+    _sampled(_spec(ck.EAGLE, 1, 8, 9, "never", False), T1_P05),
+    _sampled(_spec(ck.EAGLE, 1, 8, 9, "always", False), T1, SKEW),
+    _sampled(_dflash(16, "always", False), T1),
+    _sampled(_dflash(16, "always", False), T1_P05),
+    _sampled(_ddtree(12, "always", False), T1),
+    _sampled(_ddtree(12, "always", False), T1_P05),
+    _sampled(_ddtree(32, "always", False), T1),
+]
 _PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDTREE, "ddtree-boundary": _DDTREE_BOUNDARY,
              "ddtree-smoke": _DDTREE_SMOKE,
-             "dflash-ddtree": _DFLASH_DDTREE}
+             "dflash-ddtree": _DFLASH_DDTREE, "sampling": _SAMPLING}
 
 
 def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
@@ -368,17 +414,34 @@ def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
     """
     if profile not in PROFILES:
         raise ValueError(f"e2e profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    attention = parse_attention(attention)
+    attention = (SGLANG_CHOICE,) if profile == "sampling" and not attention else parse_attention(attention)
     conc = (1, 4, 8) if profile == "full" else (1, 4)
-    out = [replace(c, id=f"{c.id}-attn-{a}", attention=a,
-                   phases=_phases(expected_accept(c), concurrencies(c, conc), shape.vocab,
-                                  prompt_fn=chain_prompt if uses_chain_prompts(c) else prompt))
+    out = [replace(c, id=f"{c.id}-attn-{a}", attention=a, phases=_config_phases(c, conc, shape.vocab))
            for c in _PROFILES[profile] for a in attention]
-    longest = max(r.max_new_tokens for c in out for p in c.phases for r in p.requests)
+    longest = max(r.max_new_tokens for c in out if not c.distribution for p in c.phases for r in p.requests)
     target = ServerConfig("target", NONE, phases=_phases(1, conc, shape.vocab, fixed_tokens=longest),
                           attention=TARGET_ATTENTION)
     ahead = len(FIELD_FIRST) * len(attention) if profile == "ddtree" else 0  # the field's verdict before the target's
     return [*out[:ahead], target, *out[ahead:]]
+
+
+LAW_CLIENTS = 8
+"""Concurrent requests of a distribution cell (one phase, ``c8``), :data:`.sampling.TOKENS_PER_CELL` tokens
+together."""
+
+
+def _config_phases(c: ServerConfig, conc: tuple[int, ...], vocab: int) -> tuple[Phase, ...]:
+    """The greedy phases (requests carrying ``c.sampling`` where it leaves the successor alone), or one phase of
+    :data:`LAW_CLIENTS` long sampled requests for a distribution cell (the prompts of the same kind)."""
+    prompt_fn = chain_prompt if uses_chain_prompts(c) else prompt
+    if c.distribution:
+        n = -(-TOKENS_PER_CELL // LAW_CLIENTS)
+        reqs = tuple(RequestPlan(prompt_fn(i, vocab), n, c.sampling) for i in range(LAW_CLIENTS))
+        return (Phase(f"c{LAW_CLIENTS}", LAW_CLIENTS, reqs),)
+    phases = _phases(expected_accept(c), concurrencies(c, conc), vocab, prompt_fn=prompt_fn)
+    if c.sampling is None:
+        return phases
+    return tuple(replace(p, requests=tuple(replace(r, sampling=c.sampling) for r in p.requests)) for p in phases)
 
 
 def concurrencies(config: ServerConfig, base: tuple[int, ...]) -> tuple[int, ...]:
@@ -392,6 +455,8 @@ def baseline_requests(configs: list[ServerConfig]) -> tuple[RequestPlan, ...]:
     (what the target-only server answers once: the lossless baseline)."""
     most: dict[tuple, int] = {}
     for c in configs:
+        if c.distribution:  # judged by the law: no baseline to compare with
+            continue
         for p in c.phases:
             for r in p.requests:
                 most[r.prompt] = max(most.get(r.prompt, 0), r.max_new_tokens)

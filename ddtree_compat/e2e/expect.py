@@ -49,6 +49,7 @@ from fractions import Fraction
 from typing import Callable, Sequence
 
 from .checkpoints import Agreement
+from .sampling import Sampling
 
 RoundAccepts = Callable[[int], int]
 """``k(root)``: drafts accepted in a round whose root is ``root``."""
@@ -68,14 +69,17 @@ def chain_accepts(agree: Agreement, depth: int, vocab: int) -> RoundAccepts:
 
 @dataclass(frozen=True)
 class RequestPlan:
-    """One greedy ``/generate`` request: ``input_ids`` and ``max_new_tokens`` (``ignore_eos``)."""
+    """One ``/generate`` request: ``input_ids`` and ``max_new_tokens`` (``ignore_eos``), greedy unless ``sampling``
+    (:class:`.sampling.Sampling`) gives temperature, top-k and top-p."""
 
     prompt: tuple[int, ...]
     max_new_tokens: int
+    sampling: Sampling | None = None
 
     def body(self) -> dict:
+        params = self.sampling.params() if self.sampling else {"temperature": 0}
         return {"input_ids": list(self.prompt),
-                "sampling_params": {"temperature": 0, "max_new_tokens": self.max_new_tokens, "ignore_eos": True}}
+                "sampling_params": {**params, "max_new_tokens": self.max_new_tokens, "ignore_eos": True}}
 
 
 @dataclass

@@ -30,8 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..outcomes import Verdict
-from . import logparse
-from .configs import Phase, ServerConfig
+from . import checkpoints as ck
+from . import logparse, sampling
+from .configs import SKEW, Phase, ServerConfig
 from .expect import PhaseExpectation
 
 TOL_RATIO = 1e-6
@@ -296,6 +297,92 @@ def zero_accept(expect: PhaseExpectation, meta: Found, accept_lines: list) -> Fo
     return Found()
 
 
+# ------------------------------------------------------------------------------------------------ sampled requests
+
+def law(config: ServerConfig, phase: Phase, obs, shape: ck.TinyShape) -> Found:
+    """Each answered request returned tokens, and the served transitions follow the target's law at the requests'
+    sampling parameters (:func:`.sampling.distribution_test`: Pearson's chi-square at :data:`.sampling.ALPHA`)."""
+    seqs, problems = [], []
+    for i, (plan, got) in enumerate(zip(phase.requests, obs.responses)):
+        if got is None:
+            continue
+        out = list(got.get("output_ids") or [])
+        if not out:
+            problems.append(f"request #{i} returned 0 tokens")
+        seqs.append((plan.prompt[-1], out))
+    t = sampling.count_transitions(seqs, shape, config.sampling)
+    test = sampling.distribution_test(t)
+    measured = {"tokens": sum(len(o) for _, o in seqs), "law_transitions": t.count, "law_dropped": t.dropped,
+                "law_observed": t.observed, "law_expected": {c: round(e, 2) for c, e in t.expected.items()},
+                "law_statistic": None if test.statistic is None else round(test.statistic, 4),
+                "law_p_value": test.p_value, "law_dof": test.dof, "law_alpha": sampling.ALPHA}
+    if test.impossible:
+        problems.append(f"{test.impossible} token(s) the target's law at {config.sampling.tag} gives probability 0 "
+                        f"(observed {t.observed})")
+    if test.p_value is not None and test.p_value < sampling.ALPHA:
+        problems.append(f"not the target's law at {config.sampling.tag}: chi-square {test.statistic:.1f} "
+                        f"(dof {test.dof}), p = {test.p_value:.3g} < alpha {sampling.ALPHA:g}, over {t.count} "
+                        f"transitions; observed {t.observed}, expected {measured['law_expected']}")
+    return Found(problems, measured)
+
+
+def accept_spread(config: ServerConfig, obs) -> Found:
+    """Accepted drafts per verify round at temperature > 0, from ``meta_info``: reported with their spread over the
+    requests; what must hold is asserted only: some draft accepted where the draft agrees (else the field symptom),
+    and at least one per round on average where the draft reads the last token only (EAGLE, STANDALONE; a DFlash
+    draft reads the context 65 back, which a sampled neighbour breaks)."""
+    per, rounds, correct, problems = [], 0, 0, []
+    for i, got in enumerate(obs.responses):
+        meta = (got or {}).get("meta_info") or {}
+        if got is None:
+            continue
+        if "spec_verify_ct" not in meta or "spec_num_correct_drafts" not in meta:
+            problems.append(f"request #{i}: meta_info lacks spec_verify_ct / spec_num_correct_drafts")
+            continue
+        r, k = int(meta["spec_verify_ct"]), int(meta["spec_num_correct_drafts"])
+        rounds, correct = rounds + r, correct + k
+        if r:
+            per.append(k / r)
+    mean = correct / rounds if rounds else None
+    measured = {"rounds": rounds, "accepted_drafts": correct, "accepted_per_round": None if mean is None else round(mean, 3),
+                "accepted_per_round_min": round(min(per), 3) if per else None,
+                "accepted_per_round_max": round(max(per), 3) if per else None}
+    agrees = config.draft is not None and config.draft.agree is ck.ALWAYS
+    if agrees and rounds and correct == 0:
+        return Found([f"no draft accepted in {rounds} verify rounds of an always-agreeing draft at "
+                      f"{config.sampling.tag}"], measured, zero_accept=True)
+    if agrees and config.algorithm in (ck.EAGLE, ck.STANDALONE) and mean is not None and mean < 1:
+        problems.append(f"{mean:.3f} accepted drafts per round (< 1) from an always-agreeing draft at "
+                        f"{config.sampling.tag}")
+    return Found(problems, measured)
+
+
+def judge_law(config: ServerConfig, phase: Phase, obs, shape: ck.TinyShape = ck.TinyShape()) -> Judgement:
+    """Judge a distribution cell: faults as :func:`judge`, then :func:`law`, throughput, CUDA graphs and (speculative)
+    :func:`accept_spread`. A planted skew's verdict must be ``wrong``: its message says so."""
+    lines = logparse.decode_lines(obs.window)
+    found = [child_failed(obs), fault_lines(obs), server_exited(obs), failed_requests(obs)]
+    counted = law(config, phase, obs, shape)
+    found += [counted, throughput(obs, counted.measured["tokens"], lines), cuda_graphs(config, lines)]
+    if config.speculative:
+        found.insert(0, accept_spread(config, obs))
+    measured = {"requests": len(phase.requests), "wall_s": round(obs.wall_s, 3)}
+    for f in found:
+        measured.update({k: v for k, v in f.measured.items() if not k.startswith("_")})
+    m = measured
+    summary = (f"{m['tokens']} tokens from {m['requests']} request(s) at {config.sampling.tag}, "
+               f"{m.get('throughput_tok_s', 0)} tok/s; law: {m['law_transitions']} transitions, observed "
+               f"{m['law_observed']}, expected {m['law_expected']}, chi-square {_fmt(m['law_statistic'])} "
+               f"(dof {m['law_dof']}), p = {_fmt(m['law_p_value'])}, alpha {sampling.ALPHA:g}")
+    if config.speculative:
+        summary += (f"; accepted drafts per round {_fmt(m.get('accepted_per_round'))} over {m.get('rounds', 0)} rounds "
+                    f"(requests {_fmt(m.get('accepted_per_round_min'))}..{_fmt(m.get('accepted_per_round_max'))})")
+    verdict = _verdict(found, summary, obs.wall_s)
+    if config.planted_skew:
+        verdict.message = f"planted skew ({SKEW}; must read wrong): {verdict.message}"
+    return Judgement(verdict, measured, next((f.excerpt for f in found if f.excerpt), ""))
+
+
 # ------------------------------------------------------------------------------------------------ the judge
 
 def judge(config: ServerConfig, phase: Phase, expect: PhaseExpectation, obs,
@@ -318,9 +405,14 @@ def judge(config: ServerConfig, phase: Phase, expect: PhaseExpectation, obs,
     measured = {"requests": len(phase.requests), "wall_s": round(obs.wall_s, 3)}
     for f in found:
         measured.update({k: v for k, v in f.measured.items() if not k.startswith("_")})
+    excerpt = next((f.excerpt for f in found if f.excerpt), "")
+    return Judgement(_verdict(found, _summary(config, expect, measured), obs.wall_s), measured, excerpt)
+
+
+def _verdict(found: list[Found], summary: str, wall_s: float) -> Verdict:
+    """``fault`` > ``zero-accept`` > ``wrong`` > ``pass`` over the rules' findings, the problems before the summary."""
     problems = [p for f in found for p in f.problems]
     fault_class = next((f.fault_class for f in found if f.fault_class is not None), None)
-    excerpt = next((f.excerpt for f in found if f.excerpt), "")
     if fault_class is not None:
         kind = "fault"
     elif any(f.zero_accept for f in found):
@@ -329,9 +421,8 @@ def judge(config: ServerConfig, phase: Phase, expect: PhaseExpectation, obs,
         kind = "wrong"
     else:
         kind = "pass"
-    summary = _summary(config, expect, measured)
     message = summary if kind == "pass" else f"{'; '.join(problems)}. [{summary}]"
-    return Judgement(Verdict(kind, message, duration_s=obs.wall_s, fault_class=fault_class), measured, excerpt)
+    return Verdict(kind, message, duration_s=wall_s, fault_class=fault_class)
 
 
 def _summary(config: ServerConfig, expect: PhaseExpectation, m: dict) -> str:
@@ -362,3 +453,14 @@ def judge_negative_control(config: ServerConfig, phase: Phase, obs, expect: Phas
         own.verdict.message = (f"negative control: accept len 1.00 as expected, and the zero-accept check reports it "
                                f"against an agreeing draft ({cross.message[:240]}). [{own.verdict.message}]")
     return own
+
+
+def judge_cell(config: ServerConfig, phase: Phase, obs, expect: PhaseExpectation, twin: PhaseExpectation | None,
+               baseline: dict | None, shape: ck.TinyShape = ck.TinyShape()) -> Judgement:
+    """The judge of one cell: the law for a distribution cell (:func:`judge_law`), a negative control's pair when
+    ``twin`` is given (:func:`judge_negative_control`), else :func:`judge`."""
+    if config.distribution:
+        return judge_law(config, phase, obs, shape)
+    if twin is not None:
+        return judge_negative_control(config, phase, obs, expect, twin, baseline)
+    return judge(config, phase, expect, obs, baseline)

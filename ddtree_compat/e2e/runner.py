@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .configs import Phase, ServerConfig
 from .expect import PhaseExpectation, RequestExpectation
-from .judge import Judgement, judge, judge_negative_control
+from .judge import Judgement, judge_cell
 
 
 @dataclass
@@ -203,7 +203,8 @@ def save_capture(folder: Path, config: ServerConfig, phase: Phase, expect: Phase
     meta = {
         "config": {k: v for k, v in asdict(config).items() if k != "phases"},
         "phase": {"name": phase.name, "concurrency": phase.concurrency,
-                  "requests": [{"prompt": list(r.prompt), "max_new_tokens": r.max_new_tokens} for r in phase.requests]},
+                  "requests": [{"prompt": list(r.prompt), "max_new_tokens": r.max_new_tokens,
+                                ** ({"sampling": asdict(r.sampling)} if r.sampling else {})} for r in phase.requests]},
         "expect": {"speculative": expect.speculative, "requests": [_exp_json(e) for e in expect.requests]},
         "twin_expect": None if twin_expect is None else [_exp_json(e) for e in twin_expect.requests],
         "baseline": None if baseline is None else [baseline.get(r.prompt) for r in phase.requests],
@@ -223,6 +224,7 @@ def load_capture(folder: Path) -> tuple[ServerConfig, Phase, PhaseExpectation, O
     """Read a folder written by :func:`save_capture`: ``(config, phase, expect, obs, baseline, twin, meta)``."""
     from .checkpoints import Agreement, DraftSpec
     from .expect import RequestPlan
+    from .sampling import Sampling
 
     meta = json.loads((folder / "capture.json").read_text())
     c = dict(meta["config"])
@@ -230,8 +232,11 @@ def load_capture(folder: Path) -> tuple[ServerConfig, Phase, PhaseExpectation, O
     if c.get("draft"):
         d = c["draft"]
         c["draft"] = DraftSpec(d["algorithm"], Agreement(d["agree"]["name"], d["agree"]["period"]), d["block_size"])
+    if c.get("sampling"):
+        c["sampling"] = Sampling(**c["sampling"])
     config = ServerConfig(**c)
-    reqs = tuple(RequestPlan(tuple(r["prompt"]), r["max_new_tokens"]) for r in meta["phase"]["requests"])
+    reqs = tuple(RequestPlan(tuple(r["prompt"]), r["max_new_tokens"], Sampling(**r["sampling"]) if r.get("sampling")
+                             else None) for r in meta["phase"]["requests"])
     phase = Phase(meta["phase"]["name"], meta["phase"]["concurrency"], reqs)
 
     def exps(items):
@@ -263,6 +268,4 @@ def load_capture(folder: Path) -> tuple[ServerConfig, Phase, PhaseExpectation, O
 def rejudge(folder: Path) -> Judgement:
     """Judge a saved capture again (what the fixture tests compare with the saved verdict)."""
     config, phase, expect, obs, baseline, twin, _ = load_capture(folder)
-    if twin is not None:
-        return judge_negative_control(config, phase, obs, expect, twin, baseline)
-    return judge(config, phase, expect, obs, baseline)
+    return judge_cell(config, phase, obs, expect, twin, baseline)

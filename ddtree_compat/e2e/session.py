@@ -27,7 +27,7 @@ from .command import SERVER_MODULE
 from .configs import Phase, ServerConfig, drafts
 from .drafts import write_draft
 from .expect import PhaseExpectation
-from .judge import Judgement, judge, judge_negative_control
+from .judge import Judgement, judge_cell
 from .launch import LaunchPlan, launch_plans
 from .probe import Capabilities, probe, resolve_attention, server_env
 from .process import ServerFault
@@ -197,15 +197,14 @@ class E2ESession:
             outcome, cls = ("error", None) if e.fault_class == PORT_IN_USE else ("fault", e.fault_class)
             return CellRun(Judgement(Verdict(outcome, str(e), duration_s=time.time() - t0, fault_class=cls),
                                      log_excerpt=e.excerpt), None, None)
-        baseline, why = self._baseline() if config.id != "target" else (None, "")  # target: the designed chain only
+        compared = config.id != "target" and not config.distribution  # target: the designed chain; the law: no baseline
+        baseline, why = self._baseline() if compared else (None, "")
         expect = config.expectation(phase, self.shape)
         twin: PhaseExpectation | None = None
-        if config.negative_control:
+        if config.negative_control and not config.distribution:
             twin = config.agreeing_twin().expectation(phase, self.shape)
-            judgement = judge_negative_control(config, phase, obs, expect, twin, baseline)
-        else:
-            judgement = judge(config, phase, expect, obs, baseline)
-        if why and config.id != "target":
+        judgement = judge_cell(config, phase, obs, expect, twin, baseline, self.shape)
+        if why and compared:
             judgement.verdict.message += f" (lossless check against the target-only run not made: {why})"
         capture = save_capture(self.root / "servers" / config.id / phase.name, config, phase, expect, obs, judgement,
                                baseline, twin)

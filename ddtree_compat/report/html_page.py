@@ -4,8 +4,9 @@ Rendered from the jinja2 template ``templates/report.html.j2`` (autoescaped) wit
 Markdown report (:mod:`ddtree_compat.report.summary`): the summary table and picture, failures with replay
 commands, known issues, the static tier per arch (backend · kernel x arch, each specialization collapsed),
 then per kernel its details (collapsed): a budget x topology x layout table over ``backend · arch`` for the
-verify, commit and DDTree kernels, shape x tile choice for verify attention, configurations for e2e; last
-the environment, counts, skips by reason and faults by class.
+verify, commit and DDTree kernels, shape x tile choice for verify attention, configurations for e2e, the
+distribution cells' law tests (when a cell measured one); last the environment, counts, skips by reason and faults
+by class.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .picture import STYLE, render_summary
-from .summary import (ENV_HEADER, KNOWN_HEADER, attention_rows, count_header, count_rows, e2e_rows, env_rows,
-                      kernel_matrix, kernels_with_cells, known_rows, not_tested, notices, parts, repairs,
-                      replay_command, report_title, sources, static_rows, summarize, summary_table, worst)
+from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_header, count_rows,
+                      distribution_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, not_tested,
+                      notices, parts, repairs, replay_command, report_title, sources, static_rows, summarize,
+                      summary_table, worst)
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
                          autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -82,6 +84,7 @@ def render_html(results: Results, png: bytes | None = None, title: str | None = 
         details=details,
         attention_tiles=tiles, attention=[(key, [_shown(c) for c in cells]) for key, cells in attention],
         e2e_archs=e2e_archs, e2e=[(key, [_shown(c) for c in cells]) for key, cells in e2e],
+        distribution_header=DISTRIBUTION_HEADER, distribution=distribution_rows(s),
         env_header=ENV_HEADER, envs=env_rows(results),
         count_header=count_header(s), counts=count_rows(s),
         skips=sorted(s.skips.items()), faults=sorted(s.faults.items()),

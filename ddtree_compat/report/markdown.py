@@ -6,8 +6,9 @@ kernel · backend; columns: arch; a cell ``✅ 1145`` when all passed, else each
 where the failing cells sit: ``❌ 16 zero-accept, 1129 pass · zero-accept: spine b8, spine b12``), the failures and
 the known issues. Collapsed (``<details>``): environment, counts per ``backend · arch`` column, skips by
 reason, faults by class, the static tier's specializations that did not pass on every arch, verify
-attention by shape and tile choice, the e2e tier, and per kernel with failures its failing budget x
-topology x layout rows. A line under the summary table says what each mark means (:data:`LEGEND`).
+attention by shape and tile choice, the e2e tier, the distribution cells' law tests (statistic, dof, p-value, N,
+alpha; only when a cell measured one), and per kernel with failures its failing budget x topology x layout rows.
+A line under the summary table says what each mark means (:data:`LEGEND`).
 
 The size does not grow with the profile beyond the collapsed tables' rows (each at most
 ``max_rows``).
@@ -19,10 +20,10 @@ from collections import Counter
 
 from ..outcomes import WORST_FIRST
 from ..results import Results
-from .summary import (ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, count_header,
-                      count_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, not_tested,
-                      notices, parts, repairs, replay_command, report_title, sources, static_rows, summarize,
-                      summary_table)
+from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows,
+                      count_header, count_rows, distribution_rows, e2e_rows, env_rows, kernel_matrix,
+                      kernels_with_cells, known_rows, not_tested, notices, parts, repairs, replay_command,
+                      report_title, sources, static_rows, summarize, summary_table)
 
 
 LEGEND = ("✅ all passed · ⚠ no failure, but some cells skipped (their reasons: *Skips by reason*) · ⏭ all skipped "
@@ -119,6 +120,10 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
         lines += _details("End to end (a real SGLang server per configuration; rows: server x request phase)",
                           _table(["backend", "attention", "configuration-phase", *archs],
                                  [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in e2e], max_rows))
+    law = distribution_rows(s)
+    if law:
+        lines += _details(f"Distribution cells ({len(law)}: the law test of N rows; wrong when the p-value is below alpha)",
+                          _table(DISTRIBUTION_HEADER, law, max_rows))
     for kernel in kernels_with_cells(s):
         cols, rows = kernel_matrix(s, kernel, failing_only=True)
         if rows:

@@ -370,6 +370,29 @@ def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | No
     return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 
+DISTRIBUTION_HEADER = ["kernel · backend · arch", "case", "outcome", "statistic", "dof", "p-value", "N", "alpha"]
+
+
+def distribution_rows(s: Summary) -> list[list[object]]:
+    """One row per cell whose ``measured`` holds a law test (a sampling distribution cell: ``statistic``,
+    ``p_value``, ``dof``, ``rows``, ``alpha``; header :data:`DISTRIBUTION_HEADER`): the p-value to 3 significant
+    digits, ``alpha`` as written (``1e-06``). ``[]`` when no cell measured one."""
+    recs = sorted((r for r in s.records if "p_value" in (r.measured or {})),
+                  key=lambda r: (kernel_key(r.kernel), r.backend, arch_key(r.arch), _natural((r.case_id,))))
+    return [[f"{r.kernel} · {r.backend} · {r.arch}", r.case_id, r.outcome,
+             *(_figure(r.measured, key, fmt) for key, fmt in _MEASURED)] for r in recs]
+
+
+_MEASURED = (("statistic", ".2f"), ("dof", "g"), ("p_value", ".3g"), ("rows", ","), ("alpha", "g"))
+"""The law test's figures in :data:`DISTRIBUTION_HEADER`'s order, each with its format."""
+
+
+def _figure(measured: dict, key: str, fmt: str) -> str:
+    """``measured[key]`` formatted, or ``""`` where the line lacks it (or it is not a number)."""
+    value = measured.get(key)
+    return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
 def replay_command(r: ResultRecord) -> str:
     """The command that replays a failed cell: ``python -m ddtree_compat replay CASE --backend NAME ...``
     (:func:`ddtree_compat.records.replay_cli`), else its pytest cell (e2e, or a kernel label no record replays,

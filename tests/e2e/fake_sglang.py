@@ -38,7 +38,7 @@ FLAGS = ["--model-path", "--host", "--port", "--attention-backend", "--sampling-
          "--cuda-graph-max-bs-decode", "--cuda-graph-bs-decode", "--speculative-algorithm", "--speculative-draft-model-path",
          "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens",
          "--speculative-ddtree-budget", "--speculative-ddtree-block-size", "--is-ddtree-prune",
-         "--speculative-ddtree-cpu-build", "--speculative-ddtree-cpu-follow"]
+         "--speculative-ddtree-cpu-build", "--speculative-ddtree-cpu-follow", "--speculative-accept-threshold-single"]
 
 
 ATTENTION = os.environ.get("FAKE_SGLANG_ATTENTION", "triton,flashinfer,fa3,torch_native")
@@ -53,7 +53,32 @@ def parse(argv: list[str]) -> argparse.Namespace:
               "--speculative-ddtree-budget", "--speculative-ddtree-block-size"):
         ap.add_argument(f, type=int)
     ap.add_argument("--disable-cuda-graph", action="store_true")
+    ap.add_argument("--speculative-accept-threshold-single", type=float, default=1.0)
+    ap.add_argument("--random-seed", type=int, default=0)
     return ap.parse_known_args(argv)[0]
+
+
+def target_law(logits, params: dict):
+    """The target's probabilities for a request's ``sampling_params`` (temperature, then top-k, then top-p; equal
+    probabilities kept or dropped together); ``None`` at temperature 0 (greedy)."""
+    import torch
+
+    temperature = float(params.get("temperature", 1.0))
+    if temperature == 0:
+        return None
+    probs = torch.softmax(logits.double() / temperature, -1)
+    top_k = int(params.get("top_k", -1))
+    if 0 < top_k < probs.shape[-1]:
+        probs = torch.where(probs >= probs.topk(top_k).values[..., -1:], probs, 0.0)  # ties at the edge kept
+        probs = probs / probs.sum(-1, keepdim=True)
+    top_p = float(params.get("top_p", 1.0))
+    if top_p < 1.0:
+        ordered = probs.sort(-1, descending=True).values
+        before = ordered.cumsum(-1) - ordered
+        edge = torch.where(before < top_p, ordered, 2.0).min(-1, keepdim=True).values
+        probs = torch.where(probs >= edge, probs, 0.0)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
 
 
 def resolve_attention() -> None:
@@ -143,28 +168,51 @@ def decoder(args: argparse.Namespace, honest: bool = True):
                 return rows.argmax(-1).tolist(), list(range(-1, block - 2))
             return best_first(rows.log_softmax(-1), args.speculative_ddtree_budget)
 
-    def verify(context: list[int], tokens: list[int], parents: list[int]) -> list[int]:
-        """One target forward over the tree (ancestor-only mask), then the greedy walk: the accepted drafts
-        and the bonus token."""
-        want = target.verify_logits(context, tokens, parents).argmax(-1).tolist()
+    rng = torch.Generator().manual_seed(args.random_seed)
+    single = args.speculative_accept_threshold_single
+
+    def pick(logits, params: dict) -> int:
+        probs = target_law(logits, params)
+        return int(logits.argmax()) if probs is None else int(torch.multinomial(probs, 1, generator=rng))
+
+    def verify(context: list[int], tokens: list[int], parents: list[int], params: dict) -> list[int]:
+        """One target forward over the tree (ancestor-only mask), then the walk: greedy, or (temperature > 0) the
+        target-only tree rule: siblings in order against one coin per depth, the running target mass decides, the
+        bonus drawn from the target without the rejected siblings' mass (``--speculative-accept-threshold-single``
+        accepts any sibling whose target probability reaches it)."""
+        logits = target.verify_logits(context, tokens, parents)
+        laws = target_law(logits, params)
         out, node = [], -1
         while True:
-            token = want[node + 1]
-            child = next((i for i, (t, p) in enumerate(zip(tokens, parents)) if p == node and t == token), None)
+            kids = [i for i, p in enumerate(parents) if p == node]
+            if laws is None:
+                token = int(logits[node + 1].argmax())
+                child = next((i for i in kids if tokens[i] == token), None)
+            else:
+                law, coin, mass, child = laws[node + 1].clone(), float(torch.rand((), generator=rng)), 0.0, None
+                for i in kids:
+                    mass += float(law[tokens[i]])
+                    if coin < mass or float(law[tokens[i]]) >= single:
+                        child, token = i, tokens[i]
+                        break
+                if child is None:
+                    law[[tokens[i] for i in kids]] = 0.0
+                    token = int(torch.multinomial(law / law.sum(), 1, generator=rng))
             if child is None or not honest:
                 return out + [token]
             out.append(token)
             node = child
 
-    def generate(prompt: list[int], n: int) -> tuple[list[int], list[int]]:
+    def generate(prompt: list[int], n: int, params: dict | None = None) -> tuple[list[int], list[int]]:
         """``(output_ids, accept length per verify round)``: the prefill's token, then verify rounds, or plain
-        greedy decoding."""
-        out, rounds = [int(target.logits(prompt)[-1].argmax())], []
+        decoding (``params``: the request's ``sampling_params``; none: greedy)."""
+        params = params or {"temperature": 0}
+        out, rounds = [pick(target.logits(prompt)[-1], params)], []
         while len(out) < n:
             if propose is None:
-                out.append(int(target.logits(prompt + out)[-1].argmax()))
+                out.append(pick(target.logits(prompt + out)[-1], params))
                 continue
-            committed = verify(prompt + out, *propose(prompt + out))
+            committed = verify(prompt + out, *propose(prompt + out), params)
             out += committed
             rounds.append(len(committed))
         return out[:n], rounds
@@ -205,7 +253,7 @@ def main() -> None:
     generate, dpr = decoder(args, honest=mode not in ("zero-accept", "fault"))
     propose = args.speculative_algorithm not in (None, "NONE")
 
-    lock = threading.Lock()
+    lock, draw = threading.Lock(), threading.Lock()
     stats = {"gen": 0, "verify": 0, "accept_tokens": 0, "forward": 0, "gauge": 0.0}
     graph = not args.disable_cuda_graph
 
@@ -241,7 +289,8 @@ def main() -> None:
             time.sleep(float(os.environ.get("FAKE_SGLANG_DELAY_S", "0")))
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             prompt = list(body["input_ids"])
-            output_ids, rounds = generate(prompt, body["sampling_params"]["max_new_tokens"])
+            with draw:  # one generator: requests drawn one at a time
+                output_ids, rounds = generate(prompt, body["sampling_params"]["max_new_tokens"], body["sampling_params"])
             if mode == "fault":
                 log("Traceback (most recent call last):")
                 print("RuntimeError: CUDA error: an illegal instruction was encountered", flush=True)

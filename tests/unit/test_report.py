@@ -262,3 +262,22 @@ def test_the_three_files_of_a_report_come_from_one_results_file(tmp_path):
     assert r.returncode == 0 and not (tmp_path / "m.png").exists(), r.stderr
     assert "Results: `r.jsonl`" in (tmp_path / "m.md").read_text()
     assert "<code>r.jsonl</code>" in (tmp_path / "m.html").read_text()
+
+
+def test_distribution_cells_get_their_law_test_table_only_when_a_cell_measured_one(tmp_path):
+    """A sampling distribution cell's ``measured`` (statistic, dof, p-value, N, alpha) becomes a row of the collapsed
+    *Distribution cells* section, in the Markdown and the page; results without one have no such section."""
+    law = {"kernel": "tree_speculative_sampling@distribution", "backend": "sglang-cuda", "tier": "device",
+           "arch": "sm90", "case_id": "tree-distribution-eagle-topk-b6-flat-bs65536-v8-rev", "mode": "distribution",
+           "outcome": "wrong", "measured": {"statistic": 91.2345, "p_value": 1.23456e-9, "dof": 21, "rows": 65536,
+                                            "alpha": 1e-6}}
+    with_law = load([_run_file(tmp_path / "law.jsonl", [{}, law])])
+    md = render_markdown(with_law)
+    assert "<summary>Distribution cells (1: the law test of N rows; wrong when the p-value is below alpha)</summary>" in md
+    assert ("| tree_speculative_sampling@distribution · sglang-cuda · sm90 | "
+            "tree-distribution-eagle-topk-b6-flat-bs65536-v8-rev | wrong | 91.23 | 21 | 1.23e-09 | 65,536 | 1e-06 |") in md
+    html = render_html(with_law, png=b"")
+    assert "Distribution cells (1:" in html and '<td class="num">1.23e-09</td><td class="num">65,536</td>' in html
+    without = load([_run_file(tmp_path / "plain.jsonl", [{}, {**law, "outcome": "pass", "measured": {}}])])
+    assert "Distribution cells" not in render_markdown(without)
+    assert "Distribution cells" not in render_html(without, png=b"")
