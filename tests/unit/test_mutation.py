@@ -131,3 +131,10 @@ def test_every_bug_is_aimed_at_existing_tests():
         for named in bug.tests:
             path, _, function = named.partition("::")
             assert f"def {function.split('[')[0]}(" in (ROOT / path).read_text(), (bug.name, named)
+
+
+def test_every_sampling_skew_is_planted():
+    from ddtree_compat.families.sampling import skews
+    from tests.unit.planted.planted_bugs import SAMPLING_SKEWS
+
+    assert set(SAMPLING_SKEWS) == set(skews.SKEWS)

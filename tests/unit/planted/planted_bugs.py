@@ -3,7 +3,7 @@
 Each :class:`Bug` names the module it breaks, how (``apply(module)``, run right after the module is first
 imported, in every Python process of the run: ``sitecustomize.py`` beside this file installs it when
 ``PLANTED_BUG`` names it), and the tests aimed at it, each of which must then fail. The bugs break
-our oracle, commit plan, attention reference, e2e judge and expectation, SGLang adapters, tile emulation and
+our oracle, commit plan, attention reference, sampling statement (each skew), e2e judge and expectation, SGLang adapters, tile emulation and
 static signature typing (each family's ``variants.py`` holds the wrong *backends*; these break the judge's
 side). Issue 18's table is the first eight.
 
@@ -174,6 +174,41 @@ def _signature_empty(attention_aot) -> None:
     _wrap(attention_aot, "signature_of", lambda real: lambda fn, args, kwargs: ((), ()))
 
 
+# ---- the sampling family's statement of SGLang's samplers (the exact cells' expected rows, the reference column)
+
+def _skewed_sampler(skew: str) -> Callable:
+    """``families.sampling.oracle``'s tree and chain samplers take ``skew`` where they were called without one (and
+    the skew applies to their mode): the planted skew is the statement's own."""
+    def apply(oracle) -> None:
+        from ddtree_compat.families.sampling import skews
+
+        def tree(real):
+            def tree_target_only(*args, skew=None, **kwargs):
+                return real(*args, skew=skew or (planted if planted in skews.TREE_SKEWS else None), **kwargs)
+            return tree_target_only
+
+        def chain(real):
+            def chain_rejection(*args, skew=None, **kwargs):
+                block = kwargs.get("block", args[6] if len(args) > 6 else False)
+                mode = skews.BLOCK_SKEWS if block else skews.CHAIN_SKEWS
+                return real(*args, skew=skew or (planted if planted in mode else None), **kwargs)
+            return chain_rejection
+
+        planted = skew
+        _wrap(oracle, "tree_target_only", tree)
+        _wrap(oracle, "chain_rejection", chain)
+    return apply
+
+
+SAMPLING_SKEWS = ("keep-rejected", "child-row", "fresh-uniform", "no-accumulate", "stale-coin", "reused-coin",
+                  "unscaled-coin", "inverted-ratio", "unscaled-residual")
+"""``families.sampling.skews.SKEWS`` (a test keeps the two equal)."""
+_SAMPLING_LAW = "tests/unit/test_sampling_oracle.py::test_law_agrees_with_the_decision_oracle"
+_SAMPLING_AIMED = {skew: (_SAMPLING_LAW, "tests/unit/test_sampling_checks.py::"
+                          "test_the_reference_passes_the_distribution_cells_and_states_the_test") for skew in SAMPLING_SKEWS}
+_SAMPLING_AIMED["unscaled-residual"] = (  # 11,768 rows to see in a law (the CPU's cells: 512): the stated exact
+    "tests/unit/test_sampling_oracle.py::test_triton_chain_sampler_matches_the_oracle_on_the_exact_cases",)  # case
+
 BUGS = {b.name: b for b in (
     Bug("eagle-walk-bonus-plus-one", "ddtree_compat.families.verify.oracle", _eagle_walk_bonus_plus_one,
         ("tests/unit/test_harness.py::test_oracle_backend_passes",),
@@ -220,4 +255,7 @@ BUGS = {b.name: b for b in (
         ("tests/e2e/test_poison.py::test_tree_verify_with_the_ancestor_mask_is_lossless",),
         "the e2e reference's tree verify mask is causal in node order (siblings visible): the poison target "
         "must change the tokens"),
+    *(Bug(f"sampling-oracle-{skew}", "ddtree_compat.families.sampling.oracle", _skewed_sampler(skew), _SAMPLING_AIMED[skew],
+          f"families.sampling.oracle's samplers plant the skew {skew!r} (the reference column and the rows the exact "
+          "cells expect)") for skew in SAMPLING_SKEWS),
 )}
