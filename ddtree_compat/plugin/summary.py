@@ -86,7 +86,20 @@ class Summary:
             why = why.removeprefix("Skipped: ").split(" (", 1)[0]
             why = why if len(why) <= REASON_CHARS else why[:REASON_CHARS - 3] + "..."
             return f"not checked ({skipped} static cell(s) skipped: {why})"
-        return "not checked (no such static cell selected: --ddtree-backend leaves it out?)"
+        return f"not checked (no such static cell selected: {self._left_out_by()})"
+
+    def _left_out_by(self) -> str:
+        """What kept a static cell out of this session, read from its own options (the first that applies)."""
+        opt = self.config.option
+        if getattr(opt, "keyword", ""):
+            return f"-k {opt.keyword!r} leaves it out"
+        if self.config.getoption("ddtree_backend", None):
+            return "--ddtree-backend leaves it out"
+        if self.config.getoption("ddtree_static", "on") == "off":
+            return "--ddtree-static off"
+        if not any("kernels" in str(a) for a in self.config.args) and self.config.args:
+            return f"the paths named ({' '.join(map(str, self.config.args))}) leave tests/kernels out"
+        return "-m or --tests leaves it out"
 
     def _arch_lines(self, sess, config: pytest.Config) -> list[str]:
         """``-m <arch>`` naming an arch with no GPU on this host: a few short lines, so a CPU box's answer is not

@@ -49,3 +49,16 @@ def test_pytest_m_sm120_at_the_root_collects_the_sm120_cells():
     assert any("emulated-sm120]" in i for i in ids), ids[:20]
     assert all(i.startswith(("tests/kernels/", "tests/e2e/test_serve.py")) for i in ids), [
         i for i in ids if not i.startswith("tests/kernels/")][:5]
+
+
+@pytest.mark.long
+@pytest.mark.parametrize("args, cause", [
+    (["-k", "zzz_no_such_cell"], "-k 'zzz_no_such_cell' leaves it out"),
+    (["tests/unit/test_root_selection.py"], "leave tests/kernels out"),
+])
+def test_a_marker_run_that_selects_no_static_cell_names_the_real_cause(args, cause):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT", "DDTREE_"))}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-m", "sm120", "-q", "-p", "no:cacheprovider", "-n", "0",
+                          *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    line = next(x for x in run.stdout.splitlines() if "FlashInfer's verify kernel" in x)
+    assert cause in line and "--ddtree-backend" not in line, line
