@@ -15,6 +15,7 @@
 #      visibility bit in compile_ddtree_tree; `-k ddtree-b16` on triton; its cells must be recorded `wrong`
 # Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d, s default `triton`, the backend they were run on
 # before; p all four; m triton).
+# Session s takes a -k expression from E2E_K_S (default: every cell).
 # (E2E_SESSIONS="a b c" by default picks them). Each session is stopped at E2E_BUDGET_S seconds (default 420) so the
 # tarballs still get written inside a 10-minute call. Writes into OUT: <s>.jsonl, <s>-pytest.log and
 # <s>-captures.tar.gz per session (server logs, launch commands, per-phase captures; no checkpoints).
@@ -34,7 +35,7 @@ declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [
 declare -A ATTN=([a]=${E2E_ATTENTION_A:-triton} [b]=${E2E_ATTENTION_B:-triton} [c]=${E2E_ATTENTION_C:-triton}
                  [d]=${E2E_ATTENTION_D:-triton} [p]=${E2E_ATTENTION_P:-default,triton,flashinfer,fa3}
                  [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton})
-declare -A SELECT=([m]="ddtree-b16")
+declare -A SELECT=([m]="ddtree-b16" [s]="${E2E_K_S:-}")
 pids=()
 for s in ${E2E_SESSIONS:-a b c}; do
   impl=${IMPL[$s]}

@@ -24,7 +24,7 @@ Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for 
   with the CPU tree build and follow, budget 8 with block 9 and 12 with block 13 (``B + 1 = block``).
 * ``ddtree-smoke``: four servers of the same kinds (a second DDTree implementation's column).
 * ``sampling`` (issue 42): requests at temperature 1 (:mod:`.sampling`): the target alone, EAGLE chains and a top-k 4
-  tree, DFLASH block 16 and DDTREE budgets 12 and 32, judged by the target's law; the same at top-k 71; at top-p 0.5
+  tree, DFLASH block 16 and DDTREE budgets 12 and 15 (spine) and 32 (tree), judged by the target's law; the same at top-k 71; at top-p 0.5
   (the successor alone) judged as greedy, with a never-agreeing EAGLE draft beside; and a planted skew
   (:data:`SKEW`) whose verdict must be ``wrong``. SGLang's own attention choice only, unless
   ``--ddtree-e2e-attention`` names others.
@@ -393,6 +393,7 @@ _SAMPLING = [  # temperature 1 (the law), top-k 71 (the far tokens cut), top-p 0
     _sampled(_dflash(16, "always", False), T1_P05),
     _sampled(_ddtree(12, "always", False), T1),
     _sampled(_ddtree(12, "always", False), T1_P05),
+    _sampled(_ddtree(15, "always", False), T1),
     _sampled(_ddtree(32, "always", False), T1),
 ]
 _PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDTREE, "ddtree-boundary": _DDTREE_BOUNDARY,
