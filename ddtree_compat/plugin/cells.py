@@ -269,8 +269,11 @@ def item_params(item: pytest.Item) -> dict:
 
 
 def is_cell_item(item: pytest.Item) -> bool:
-    """Whether a collected test is a cell of ours (any tier), not a test of the suite's own."""
-    return not CELL_PARAMS.isdisjoint(item_params(item))
+    """Whether a collected test is a cell of ours (any tier), not a test of the suite's own. A test no backend of
+    the session can run has one parameter whose values are ``None`` (:func:`.params._no_backend`): no cell."""
+    params = item_params(item)
+    given = CELL_PARAMS.intersection(params)
+    return bool(given) and any(params[name] is not None for name in given)
 
 
 def is_e2e_item(item: pytest.Item) -> bool:

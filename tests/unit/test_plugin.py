@@ -108,7 +108,10 @@ def test_k(ddtree_target, ddtree_backend, ddtree_kernel, ddtree_ddtree_case):
     result.stdout.fnmatch_lines(["*no backend in this session has ddtree_build*no DDTree implementation found (--ddtree-impl PATH*"])
     assert "empty parameter set" not in result.stdout.str()
     out = pytester.path / "r.jsonl"
-    assert not out.exists() or not [x for x in out.read_text().splitlines() if json.loads(x)["kind"] == "result"]
+    lines = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+    assert not [x for x in lines if x["kind"] == "result"]
+    # nor is it planned: a main job with no implementation is whole, not "partial, N of N + 25 cells"
+    assert not [x for x in lines if x["kind"] == "plan" and x["cells"]]
 
 
 def test_an_arch_selected_without_its_gpu_says_what_the_answer_leaves_out(pytester):
