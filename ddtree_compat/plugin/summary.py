@@ -111,13 +111,18 @@ class Summary:
             return []
         arch = ", ".join(missing)
         have = ", ".join(sorted({g.arch for g in sess.gpus})) or "none"
+        rest = " or ".join(missing) if len(missing) > 1 else arch  # the arch's whole marker, not this expression
+        if config.option.collectonly:
+            return [f"-m {markexpr!r}: no {arch} GPU on this host (detected: {have}); collected only (--collect-only): "
+                    f"nothing ran", f"  on a host with an {arch} GPU: python -m ddtree_compat sweep -- -m "
+                    f"{shlex.quote(rest)}"]
         return [f"-m {markexpr!r}: no {arch} GPU on this host (detected: {have})",
                 *(f"  {line}" for line in self._ran(sess, arch)),
                 f"  not run: every {arch} device cell (kernels on that GPU, CUDA graphs, faults): a pass here is not "
                 f"an {arch} pass",
                 f"  FlashInfer's verify kernel: {self._binaries('flashinfer')}",
                 f"  sgl-kernel's prebuilt libraries: {self._binaries('sgl_kernel')}",
-                f"  the rest, on a host with an {arch} GPU: python -m ddtree_compat sweep -- -m {shlex.quote(markexpr)}"]
+                f"  the rest, on a host with an {arch} GPU: python -m ddtree_compat sweep -- -m {shlex.quote(rest)}"]
 
     def _any(self, group: str) -> bool:
         return any(self.counts[(group, o)] for o in OUTCOMES)

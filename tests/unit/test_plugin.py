@@ -124,6 +124,12 @@ def test_an_arch_selected_without_its_gpu_says_what_the_answer_leaves_out(pytest
     assert "FlashInfer's verify kernel: not checked" in out and "sgl-kernel's prebuilt libraries: not checked" in out
     assert "ran here: nothing for sm120" in out  # the static tier is off: no cell ran for sm120
     assert "the rest, on a host with an sm120 GPU: python -m ddtree_compat sweep -- -m sm120" in out
+    # the command for the rest names the arch's marker, not this expression (which would rerun the same cells)
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "sm120 and static", "--ddtree-static=off").stdout.str()
+    assert "sweep -- -m sm120\n" in out and "sweep -- -m 'sm120 and static'" not in out
+    # collecting is not running: the summary says so and claims nothing about what was checked
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-m", "sm120", "--co", "--ddtree-static=off").stdout.str()
+    assert "collected only (--collect-only): nothing ran" in out and "not checked" not in out
 
 
 def test_an_environment_variable_alone_asks_nothing(pytester, verify_suite, monkeypatch):

@@ -725,8 +725,8 @@ def interpret_refusal(target, case) -> str | None:
         return None
     if case.id.startswith(INTERPRET_TRITON) and "-block" not in case.id:
         return None
-    return (f"the interpret tier runs one distribution case per Triton sampler ({', '.join(INTERPRET_TRITON)}; "
-            "Triton's interpreter: 12-40 ms a row); this cell runs on the device tier")
+    return (f"the interpret tier runs one distribution case per Triton sampler ({', '.join(INTERPRET_TRITON)}, "
+            "without block verification; Triton's interpreter: 12-40 ms a row); this cell runs on the device tier")
 
 
 def tree_distribution_cases(ctx: CaseContext | None = None, rows: int | None = None) -> tuple[SamplingCase, ...]:
