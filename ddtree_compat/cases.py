@@ -43,6 +43,24 @@ class SavedCase:
 # --------------------------------------------------------------------------------------------------
 
 
+def schema_object(text: str, schema: str, written_by: str, where: str) -> dict:
+    """The fields of a case's JSON text (``{"schema": schema, ...}`` as a case's ``to_json`` writes it), the schema
+    key removed.
+
+    Raises:
+        CaseError: not JSON, not an object, or another schema (``where`` names the source).
+    """
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise CaseError("json", text[:40], f"a JSON object written by {written_by}", f"not JSON ({e})", where)
+    if not isinstance(data, dict) or data.pop("schema", None) != schema:
+        raise CaseError("schema", None, schema, "wrong schema", where)
+    return data
+
+
 def plant_path(tree: DraftTree, plant: str, rng: np.random.Generator) -> tuple[int, ...] | None:
     """Choose the accepted path for a plant, or ``None`` when this tree cannot host it."""
     d = tree.depths

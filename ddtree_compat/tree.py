@@ -87,3 +87,21 @@ class DraftTree:
         while self.parents[path[-1]] != -1:
             path.append(self.parents[path[-1]])
         return tuple(reversed(path))
+
+
+class AcceptedPath:
+    """What a verify round's ``path`` (accepted node indices from the root, ``path[0] == 0``) says about its
+    lengths; mixed into the families' round results, which hold ``path``."""
+
+    path: tuple[int, ...]
+
+    @property
+    def accepted_drafts(self) -> int:
+        """Draft tokens accepted (SGLang's ``accept_token_num``)."""
+        return len(self.path) - 1
+
+    @property
+    def accept_length(self) -> int:
+        """``accepted_drafts + 1``: tokens this round emits, the bonus token included; SGLang's ``accept len``
+        (1.00 = none accepted)."""
+        return len(self.path)

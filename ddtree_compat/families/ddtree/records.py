@@ -47,7 +47,7 @@ from functools import cache, cached_property
 
 import numpy as np
 
-from ...cases import SavedCase, stable_seed, plant_path, target_for_path
+from ...cases import SavedCase, plant_path, schema_object, stable_seed, target_for_path
 from ...errors import CaseError
 from .oracle import CPU_RULE, KERNEL_RULE, BuiltTree, arrays, build, graph_buckets, prune_deepest_chains, select_bucket
 from ...tree import DraftTree
@@ -176,14 +176,7 @@ class DDTreeCase(SavedCase):
 
     @classmethod
     def from_json(cls, text: str, where: str = "ddtree case JSON") -> "DDTreeCase":
-        import json
-
-        try:
-            data = json.loads(text)
-        except ValueError as e:
-            raise CaseError("json", text[:40], "a JSON object written by DDTreeCase.to_json", f"not JSON ({e})", where)
-        if not isinstance(data, dict) or data.pop("schema", None) != SCHEMA:
-            raise CaseError("schema", None, SCHEMA, "wrong schema", where)
+        data = schema_object(text, SCHEMA, "DDTreeCase.to_json", where)
         try:
             return cls(**data).check()
         except TypeError as e:

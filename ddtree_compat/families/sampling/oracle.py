@@ -39,7 +39,7 @@ import struct
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ...tree import DraftTree
+from ...tree import AcceptedPath, DraftTree
 from . import skews as K
 
 Row = Mapping[int, float]
@@ -70,7 +70,7 @@ def f32(x: float) -> float:
 
 
 @dataclass(frozen=True)
-class Round:
+class Round(AcceptedPath):
     """One request's sampling verify.
 
     Attributes:
@@ -85,16 +85,6 @@ class Round:
     drafts: tuple[int, ...]
     bonus: int
     rejected: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def accepted_drafts(self) -> int:
-        """Draft tokens accepted (SGLang's ``accept_token_num``)."""
-        return len(self.path) - 1
-
-    @property
-    def accept_length(self) -> int:
-        """Tokens this round emits: the accepted drafts and the bonus token."""
-        return len(self.path)
 
     @property
     def emitted(self) -> tuple[int, ...]:

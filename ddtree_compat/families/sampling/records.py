@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...cases import SavedCase, stable_seed
+from ...cases import SavedCase, schema_object, stable_seed
 from ...errors import CaseError
 from ...contract import CaseContext, KernelRecord
 from ...tree import DraftTree
@@ -204,12 +204,7 @@ class SamplingCase(SavedCase):
 
     @classmethod
     def from_json(cls, text: str, where: str = "sampling case JSON") -> "SamplingCase":
-        try:
-            data = json.loads(text)
-        except ValueError as e:
-            raise CaseError("json", text[:40], "a JSON object written by SamplingCase.to_json", f"not JSON ({e})", where)
-        if not isinstance(data, dict) or data.pop("schema", None) != SCHEMA:
-            raise CaseError("schema", None, SCHEMA, "wrong schema", where)
+        data = schema_object(text, SCHEMA, "SamplingCase.to_json", where)
         try:
             return cls(**data).check()
         except TypeError as e:
@@ -442,8 +437,8 @@ def _children_tokens(tree: DraftTree, context: tuple) -> tuple[int, ...]:
     return tuple(tree.tokens[c] for c in tree.children[node])
 
 
-class _TargetFn:
-    """A case's target row per context (seeded by the case and the context; the node's children favoured)."""
+class _RowFn:
+    """A case's row per context for request ``b``, drawn once per context (seeded by the case and the context)."""
 
     def __init__(self, case: SamplingCase, b: int):
         self.case, self.b, self.memo = case, b, {}
@@ -451,33 +446,34 @@ class _TargetFn:
     def __call__(self, context: tuple) -> dict:
         context = tuple(int(t) for t in context)
         if context not in self.memo:
-            c = self.case
-            rng = np.random.default_rng(stable_seed("sampling-target", c.sampler, c.topology, c.budget, c.probs,
-                                                    c.vocab, c.topk, c.seed, self.b, context))
-            if c.sampler == "chain":
-                q = c.draft_fn(self.b)(context)
-                favoured = sorted(q, key=lambda t: (-q[t], t))[:2]
-            else:
-                favoured = _children_tokens(c.trees[self.b], context)
-            kind = c.probs if c.probs in ("onehot", "peaked", "flat") else "peaked"
-            self.memo[context] = planted_row(rng, kind, c.vocab, favoured)
+            self.memo[context] = self._row(context)
         return self.memo[context]
 
 
-class _DraftFn:
-    """The chain's draft row per context: ``flat`` (``peaked`` when the target is flat)."""
+class _TargetFn(_RowFn):
+    """The target row: the node's children (the chain's draft favourites) favoured."""
 
-    def __init__(self, case: SamplingCase, b: int):
-        self.case, self.b, self.memo = case, b, {}
+    def _row(self, context: tuple) -> dict:
+        c = self.case
+        rng = np.random.default_rng(stable_seed("sampling-target", c.sampler, c.topology, c.budget, c.probs,
+                                                c.vocab, c.topk, c.seed, self.b, context))
+        if c.sampler == "chain":
+            q = c.draft_fn(self.b)(context)
+            favoured = sorted(q, key=lambda t: (-q[t], t))[:2]
+        else:
+            favoured = _children_tokens(c.trees[self.b], context)
+        kind = c.probs if c.probs in ("onehot", "peaked", "flat") else "peaked"
+        return planted_row(rng, kind, c.vocab, favoured)
 
-    def __call__(self, context: tuple) -> dict:
-        context = tuple(int(t) for t in context)
-        if context not in self.memo:
-            c = self.case
-            rng = np.random.default_rng(stable_seed("sampling-draft", c.topology, c.budget, c.probs, c.vocab, c.seed,
-                                                    self.b, context))
-            self.memo[context] = planted_row(rng, "peaked" if c.probs == "flat" else "flat", c.vocab, ())
-        return self.memo[context]
+
+class _DraftFn(_RowFn):
+    """The chain's draft row: ``flat`` (``peaked`` when the target is flat)."""
+
+    def _row(self, context: tuple) -> dict:
+        c = self.case
+        rng = np.random.default_rng(stable_seed("sampling-draft", c.topology, c.budget, c.probs, c.vocab, c.seed,
+                                                self.b, context))
+        return planted_row(rng, "peaked" if c.probs == "flat" else "flat", c.vocab, ())
 
 
 def _dense(rows: Sequence[dict], vocab: int) -> np.ndarray:

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from ...errors import CaseError
-from ...tree import DraftTree
+from ...tree import AcceptedPath, DraftTree
 
 # --------------------------------------------------------------------------------------------------
 # Tree build
@@ -207,7 +207,7 @@ def positions(tree: DraftTree, start: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class VerifyResult:
+class VerifyResult(AcceptedPath):
     """Outcome of one request's greedy verify.
 
     Attributes:
@@ -217,16 +217,6 @@ class VerifyResult:
 
     path: tuple[int, ...]
     bonus_token: int
-
-    @property
-    def accepted_drafts(self) -> int:
-        """Drafted tokens accepted (``accept_token_num`` in SGLang)."""
-        return len(self.path) - 1
-
-    @property
-    def accept_length(self) -> int:
-        """``accepted_drafts + 1``: tokens emitted this round; SGLang's ``accept len`` (1.00 = none accepted)."""
-        return len(self.path)
 
 
 def verify_greedy(tree: DraftTree, target_predict: Sequence[int], max_accepted: int | None = None) -> VerifyResult:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...cases import PLANTS, SavedCase, plant_path, stable_seed, target_for_path
+from ...cases import PLANTS, SavedCase, plant_path, schema_object, stable_seed, target_for_path
 from ...errors import CaseError
 from ...contract import CaseContext, KernelRecord
 from ...tree import DraftTree
@@ -249,13 +249,7 @@ class NestedCase(SavedCase):
     @classmethod
     def from_json(cls, text: str, where: str | None = None):
         where = where or f"{cls.KIND} case JSON"
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise CaseError("json", text[:40], f"a JSON object written by {cls.__name__}.to_json",
-                            f"not JSON ({e.msg})", where)
-        if not isinstance(data, dict) or data.pop("schema", None) != cls.SCHEMA:
-            raise CaseError("schema", None, cls.SCHEMA, "wrong schema", where)
+        data = schema_object(text, cls.SCHEMA, f"{cls.__name__}.to_json", where)
         try:
             verify = VerifyCase.from_json(json.dumps(data.pop("verify")), where)
             return cls(verify=verify, **data).check()
