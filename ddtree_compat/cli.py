@@ -119,6 +119,12 @@ def _sweep_inputs(args: argparse.Namespace) -> tuple[list, list[str], Path]:
         check_profile(args.profile)
     except DDTreeInputError as e:
         raise _as_given(e, args.profile_given) from None
+    from .families.scale.records import check_vocabs
+
+    try:
+        args.vocabs = check_vocabs(v for given in args.vocab or () for v in given.split(","))
+    except DDTreeInputError as e:
+        raise DDTreeInputError("--vocab", e.value, e.allowed, e.problem) from None
     tests = Path(args.tests)
     if not tests.exists():
         raise DDTreeInputError("--tests", str(tests), f"a kernel tests folder or file (default {KERNEL_TESTS})",
@@ -243,6 +249,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             cmd.append("--ddtree-static=off")
         for b in args.backend or []:
             cmd.append(f"--ddtree-backend={b}")
+        if args.vocabs:
+            cmd.append(f"--ddtree-vocab={','.join(map(str, args.vocabs))}")
         print("+", " ".join(cmd), flush=True)
         start = time.time()
         try:
@@ -362,7 +370,17 @@ def _write_report(paths: list[str], out: str | None, html: str | None = None):
         page = render_html(results, png)
         if png and out:  # the Markdown shows the picture by its path from the Markdown's folder
             picture = os.path.relpath(Path(html).with_suffix(".png"), Path(out).resolve().parent)
-    text = render_markdown(results, picture=picture)
+    envelope_png = b""
+    if html:
+        from .report.picture import render_envelope
+
+        try:
+            envelope_png = render_envelope(results)
+        except ValueError:  # no deployment-shape cell
+            pass
+    envelope_path = Path(html).with_name(Path(html).stem + "-envelope.png") if html else None
+    text = render_markdown(results, picture=picture, envelope_picture=os.path.relpath(
+        envelope_path, Path(out).resolve().parent) if envelope_png and out else None)
     for path in (out, html):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -375,6 +393,10 @@ def _write_report(paths: list[str], out: str | None, html: str | None = None):
             Path(html).with_suffix(".png").write_bytes(png)
         else:
             Path(html).with_suffix(".png").unlink(missing_ok=True)  # an earlier report's picture
+        if envelope_png:
+            envelope_path.write_bytes(envelope_png)
+        else:
+            envelope_path.unlink(missing_ok=True)
         Path(html).write_text(page, encoding="utf-8")
     return results, bool(png)
 
@@ -474,6 +496,52 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return Exit.OK if verdict.outcome == "pass" else Exit.FAILED
 
 
+def cmd_envelope(args: argparse.Namespace) -> int:
+    """Bisect each deployment-shape group of a results file between its largest passing and its first failing batch:
+    each probe a ``replay`` in a fresh process (a fault poisons only that process's CUDA context), its verdict appended
+    to the file as a ``bisect`` cell; then the envelope table."""
+    import subprocess
+    import tempfile
+
+    from .families.scale.envelope import envelopes, probe
+    from .results import ResultRecord, ResultsWriter, check_appendable, cut_torn_tail, environment, load
+
+    path = Path(args.results)
+    check_appendable(path, "results")
+    cut_torn_tail(path)
+    writer = None
+    probes = 0
+    with tempfile.TemporaryDirectory(prefix="ddtree-envelope-") as tmp:
+        while probes < args.max_probes:
+            todo = [(e, probe(e)) for e in envelopes(load([path]).records) if probe(e) is not None]
+            if not todo:
+                break
+            for env, batch in todo:
+                case = env.case_at(batch)
+                case_path = case.save(args.cases_dir or tmp)
+                cmd = [sys.executable, "-m", "ddtree_compat", "replay", str(case_path), "--backend", env.backend,
+                       "--tier", "device"]
+                start = time.time()
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+                text = (done.stdout or "") + (done.stderr or "")
+                outcome = text.split(":", 1)[0].strip() if text else ""
+                if outcome not in ("pass", "wrong", "zero-accept", "fault", "error", "skip"):
+                    outcome = "fault" if done.returncode < 0 else "error"
+                writer = writer or ResultsWriter(path, environment("device", "scale"))
+                writer.write(ResultRecord(kernel=env.kernel, tier="device", backend=env.backend, arch=env.arch,
+                                          case_id=case.id, outcome=outcome, **case.coordinates(),
+                                          duration_s=time.time() - start, message=text[-2000:] if outcome != "pass"
+                                          else "", case_path=str(case_path) if args.cases_dir else "",
+                                          nodeid=" ".join(cmd)))
+                probes += 1
+                print(f"{PROG} envelope: {env.kernel} {env.backend} {env.group} batch {batch}: {outcome}",
+                      file=sys.stderr)
+    rows = envelopes(load([path]).records)
+    for e in rows:
+        print(f"{e.kernel}\t{e.backend}\t{e.arch}\t{e.group}\t{e.verdict}")
+    return Exit.OK if all(e.first_bad is None for e in rows) else Exit.FAILED
+
+
 def _replay_record(case, kernel: str | None, backend):
     """The record a replayed case runs under: ``--kernel`` (a name or label among the records of the case's
     type that the backend implements), or the only such record (the only one the backend implements).
@@ -486,7 +554,7 @@ def _replay_record(case, kernel: str | None, backend):
     candidates = records.for_case(case)
     names = [r.name for r in candidates]
     if kernel is None:
-        implemented = [r for r in candidates if r.name in contract.kernels_of(backend)]
+        implemented = [r for r in candidates if contract.base_name(r.name) in contract.kernels_of(backend)]
         candidates = implemented if len(implemented) == 1 else candidates  # sglang-triton has one of three
         if len(candidates) > 1:
             raise DDTreeInputError("--kernel", None, ", ".join(names), f"a {type(case).__name__} feeds several kernels")
@@ -494,8 +562,8 @@ def _replay_record(case, kernel: str | None, backend):
         (r for r in candidates if kernel in (r.name, r.label_of(case))), None)
     if record is None:
         raise DDTreeInputError("--kernel", kernel, ", ".join(names), f"not a kernel of a {type(case).__name__}")
-    if record.name not in contract.kernels_of(backend):
-        have = [n for n in names if n in contract.kernels_of(backend)]
+    if contract.base_name(record.name) not in contract.kernels_of(backend):
+        have = [n for n in names if contract.base_name(n) in contract.kernels_of(backend)]
         wanted = f"a backend with {record.name}" + (
             " (a DDTree implementation's kernel: --backend ddtree-impl:PATH of a DDTree build of SGLang)"
             if record.table == "ddtree" else "")
@@ -589,7 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tier", default="auto", choices=["auto", "interpret", "device", "all"],
                    help="auto: device with a GPU, else interpret (Triton's CPU interpreter); all: interpret and "
                         "device (default auto)")
-    s.add_argument("--profile", default=None, help="default or full (default: $DDTREE_PROFILE, else default)")
+    s.add_argument("--profile", default=None, help="default, full or scale (the deployment-shape cells alone) "
+                                                   "(default: $DDTREE_PROFILE, else default)")
+    s.add_argument("--vocab", action="append", help="the deployment-shape cells' vocabularies (comma-separated, "
+                                                     "repeatable; default 32000, 128256, 151936, 248320)")
     s.add_argument("--backend", action="append", help=f"{BACKENDS} (repeatable; default: all)")
     s.add_argument("--out-dir", default="results", help="directory for results JSONL and report (default results/)")
     s.add_argument("--name", help="file stem (default DATE-ARCH-PROFILE, then DATE-ARCH-PROFILE-2, -3 ...: each sweep "
@@ -650,6 +721,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "accept_out_cache_loc, move_kv, ...); default: the case type's only kernel")
     y.add_argument("--allow-skip", action="store_true", help="exit 0 when the backend cannot run the case here")
     y.set_defaults(func=cmd_replay)
+
+    e = sub.add_parser("envelope", help="bisect the deployment-shape cells of a results file between the largest "
+                                        "passing and the first failing batch (each probe a replay in its own "
+                                        "process, appended to the file), then print the envelope",
+                       epilog=SEE_EXIT_STATUSES)
+    e.add_argument("results", help="results JSONL of a sweep with deployment-shape cells (--profile scale)")
+    e.add_argument("--max-probes", type=int, default=64, help="probes in all before stopping (default 64)")
+    e.add_argument("--timeout", type=int, default=300, help="seconds per probe (default 300)")
+    e.add_argument("--cases-dir", help="keep each probe's case JSON here (default: a temporary folder)")
+    e.set_defaults(func=cmd_envelope)
 
     c = sub.add_parser("cases", help="list a profile's case ids (verify's grid, or a kernel's cases); optionally "
                                      "write each case as JSON", epilog=SEE_EXIT_STATUSES)

@@ -62,6 +62,7 @@ class GateResult:
     """What :func:`compare` found. ``failed`` is true when any cell regressed."""
 
     regressed: list[Change] = field(default_factory=list)
+    shrunk: list[str] = field(default_factory=list)  # envelopes that shrank (deployment shapes): regressions too
     fixed: list[Change] = field(default_factory=list)
     covered: list[Change] = field(default_factory=list)
     changed: list[Change] = field(default_factory=list)
@@ -87,7 +88,7 @@ class GateResult:
 
     @property
     def failed(self) -> bool:
-        return bool(self.regressed)
+        return bool(self.regressed or self.shrunk)
 
     @property
     def compared(self) -> int:
@@ -202,7 +203,23 @@ def compare(baseline: Results, candidate: Results, backends: tuple[str, ...] = (
         else:
             g.changed.append(Change(key, b, a, message))
     g.regressed.sort(key=lambda c: (WORST_FIRST + (MISSING,)).index(c.after))  # faults first; stable
+    g.shrunk = shrunk_envelopes(baseline, candidate, backends)
     return g
+
+
+def shrunk_envelopes(baseline: Results, candidate: Results, backends: tuple[str, ...] = ()) -> list[str]:
+    """One line per deployment-shape envelope (kernel x backend x arch x shape) smaller in the candidate: a first
+    failing batch below the baseline's, or a largest verified batch that fell (the bisection's probes are cells of
+    their own, so a shrink also shows where no derived cell changed)."""
+    from .families.scale.envelope import envelopes, shrunk
+
+    before = {e.key: e for e in envelopes(baseline.records) if not backends or e.backend in backends}
+    out = []
+    for e in envelopes(candidate.records):
+        why = shrunk(before[e.key], e) if e.key in before else None
+        if why:
+            out.append(f"{e.kernel} {e.backend} · {e.arch} {e.group}: {why}")
+    return out
 
 
 def _section(title: str, changes: list[Change], limit: int) -> list[str]:
@@ -237,7 +254,8 @@ def warnings(g: GateResult) -> list[str]:
 def render_markdown(g: GateResult, baseline: str, candidate: str, limit: int = 50) -> str:
     """The gate's verdict as Markdown (fit for a CI step summary)."""
     if g.failed:
-        verdict = f"**FAIL**: {len(g.regressed)} cell(s) regressed"
+        verdict = f"**FAIL**: {len(g.regressed)} cell(s) regressed" + (
+            f", {len(g.shrunk)} envelope(s) shrank" if g.shrunk else "")
     elif g.not_compared:
         verdict = f"**NOT COMPARED**: {len(g.not_compared)} group(s) could not be compared, no cell regressed"
     else:
@@ -257,6 +275,9 @@ def render_markdown(g: GateResult, baseline: str, candidate: str, limit: int = 5
     neither = [c.label for c in g.groups.values() if not c.ran_baseline and not c.ran_candidate]
     if neither:
         lines += [f"Ran on neither side (not failed): {', '.join(sorted(neither))}.", ""]
+    if g.shrunk:
+        lines += [f"## Envelopes that shrank ({len(g.shrunk)}): a smaller largest safe batch", ""]
+        lines += [f"- {line}" for line in g.shrunk[:limit]] + [""]
     lines += _section("Regressed (pass -> anything else)", g.regressed, limit)
     lines += _section("Fixed (-> pass)", g.fixed, limit)
     lines += _section("Newly covered (not run before -> pass)", g.covered, limit)

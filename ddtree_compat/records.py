@@ -20,7 +20,7 @@ from importlib.metadata import entry_points
 from .contract.record import KernelRecord, base_name
 from .errors import DDTreeInputError
 
-FAMILIES = ("verify", "commit", "attention", "ddtree", "sampling")
+FAMILIES = ("verify", "commit", "attention", "ddtree", "sampling", "scale")
 """The built-in kernel families (``ddtree_compat/families/<family>/``), in registry order (their ``records.RECORDS``).
 Adding a family is a new folder there and one name here."""
 ENTRY_POINT_GROUP = "ddtree_compat.kernels"
@@ -58,8 +58,10 @@ def registry() -> dict[str, KernelRecord]:
 
 
 def get(name: str) -> KernelRecord | None:
-    """The record of a kernel name or label, or ``None``."""
-    return registry().get(base_name(name))
+    """The record of a kernel name or label, or ``None``: the record named so (``move_kv@scale``), else the one of
+    its base name (``verify_attention@emulated-sm120``)."""
+    reg = registry()
+    return reg.get(name) or reg.get(base_name(name))
 
 
 def replayed_by(label: str) -> KernelRecord | None:

@@ -27,12 +27,15 @@ class CaseContext:
         verify: the verify cases of the run: the profile's grid, or the ``--ddtree-case`` files.
         attention_profile: the verify-attention profile (``interpret``, ``device``).
         from_files: ``verify`` came from ``--ddtree-case`` files.
+        vocabs: the deployment-shape cells' vocabularies (``--ddtree-vocab``; ``()``: every one of
+            :data:`ddtree_compat.families.scale.boundaries.VOCABS`).
     """
 
     profile: str
     verify: tuple
     attention_profile: str = "interpret"
     from_files: bool = False
+    vocabs: tuple = ()
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from ..contract.record import base_name
 from ..outcomes import Verdict
 from ..tiers import Target
 from .session import GRAPH_NEEDS_DEVICE, suite
@@ -111,13 +112,13 @@ def env_line(env: dict) -> str:
 def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[str, ...] = ()) -> str | None:
     """Why this cell cannot run here (``None``: it can). ``needs``: the backend kernels a custom cell
     launches (a label that is no record's, like ``verify_commit@graph``, needs them all)."""
-    from ..contract import base_name, implementation, kernels_of, unavailable
+    from ..contract import implementation, kernels_of, unavailable
 
     launched = needs or (base_name(kernel),)
     missing = [k for k in launched if k not in kernels_of(backend)]
     if missing:
         return f"{backend.name} has no {', '.join(missing)} kernel"
-    reason = next(filter(None, (unavailable(backend, k, target, case if k == base_name(kernel) else None)
+    reason = next(filter(None, (unavailable(backend, k, target, case if _judged_by(k, kernel, case) else None)
                                 for k in launched)), None)
     if not reason and kernel.endswith("@graph"):
         if target.tier != "device":
@@ -125,6 +126,15 @@ def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[
         elif not all(implementation(backend, k).graph_capturable for k in launched):
             reason = f"{backend.name} runs on the host: not capturable in a CUDA graph"
     return reason
+
+
+def _judged_by(kernel: str, label: str, case) -> bool:
+    """Whether a backend's refusal rule for ``kernel`` is asked about ``case``: the cell's own kernel, with a case of
+    that kernel's family (a deployment-shape cell of ``move_kv`` is no commit case: its checks refuse for it)."""
+    from .. import records
+
+    record = records.get(kernel)
+    return kernel == base_name(label) and (record is None or isinstance(case, record.case_type))
 
 
 def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: str, case, run,

@@ -81,8 +81,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("--ddtree-require-backend", "usage error at start unless this backend can run on every target "
            "(repeatable; env comma-separated): for CI that must exercise a real kernel",
            env="DDTREE_REQUIRE_BACKENDS", kind="list", metavar="NAME"),
-    Option("--ddtree-profile", "case grid: `default` or `full` (budgets to 256, batch to 64, block sizes 8/16/32)",
+    Option("--ddtree-profile", "case grid: `default`, `full` (budgets to 256, batch to 64, block sizes 8/16/32) or `scale` (only the "
+           "deployment-shape cells, every derived index boundary)",
            env="DDTREE_PROFILE", default="default", metavar="PROFILE"),
+    Option("--ddtree-vocab", "deployment-shape cells' vocabularies (comma-separated, repeatable); default "
+           "32000, 128256, 151936 and 248320", env="DDTREE_VOCAB", kind="list", metavar="V[,V]"),
     Option("--ddtree-case", "run these case files instead of the grid (repeatable)", kind="list", metavar="CASE.json"),
     Option("--ddtree-impl", "a DDTree build of SGLang to test (repeatable; env separated by the path separator): a "
            "checkout holding `python/sglang`, or the `sglang` package folder; the installed sglang is tested too "

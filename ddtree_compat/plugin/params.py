@@ -44,7 +44,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if active(metafunc.config) is None and not any(n.startswith("ddtree_") for n in names):
         return  # a test of another project: the kernel records (NumPy, the families) are never loaded for it
     from .. import records
-    from ..contract import kernels_of
+    from ..contract import base_name, kernels_of
 
     params = sorted(records.case_params() & names)
     wanted = {TARGET, BACKEND, "ddtree_static_cell", "ddtree_e2e_cell", *params}
@@ -80,7 +80,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid}: {params[0]} feeds {len(fed)} kernels "
                                 f"({', '.join(r.name for r in fed)}): ask for ddtree_kernel too")
     argnames = (TARGET, BACKEND, *((KERNEL,) if with_kernel else ()), params[0])
-    cells = [(b, r, c) for b in sess.backends for r in fed if r.name in kernels_of(b)
+    cells = [(b, r, c) for b in sess.backends for r in fed if base_name(r.name) in kernels_of(b)
              for c in r.backend_cases(b, sess.cases_of(r))]
     metafunc.parametrize(argnames, [_param(sess, t, b, r, c, with_kernel) for t in sess.targets for b, r, c in cells]
                          or [_no_backend(sess, argnames, tuple(r.name for r in fed))])

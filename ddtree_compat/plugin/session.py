@@ -76,6 +76,7 @@ class Suite:
     static: bool = True
     static_cache: str = ""
     attention_profile: str = "interpret"
+    vocabs: tuple = ()  # --ddtree-vocab, checked
     e2e_dir: str = options.DEFAULT_E2E_DIR
     e2e_attention: tuple[str, ...] = ()  # the attention backends of --ddtree-e2e-attention, parsed once
     e2e_selected: list = field(default_factory=list)
@@ -113,19 +114,20 @@ class Suite:
     def context(self) -> CaseContext:
         from ..contract import CaseContext
 
-        return CaseContext(self.profile, self.cases(), self.attention_profile, bool(self.case_files))
+        return CaseContext(self.profile, self.cases(), self.attention_profile, bool(self.case_files), self.vocabs)
 
     def cases_of(self, record: KernelRecord) -> tuple:
         """A record's cases for this session (cached per record)."""
         cache = self.__dict__.setdefault("_record_cases", {})
         if record.name not in cache:
-            cache[record.name] = tuple(record.cases(self.context))
+            only_scale = self.profile == "scale" and record.table != "scale"  # the profile of those cells alone
+            cache[record.name] = () if only_scale else tuple(record.cases(self.context))
         return cache[record.name]
 
     def static_cells(self) -> list:
         from ..static.runner import static_cells
 
-        return static_cells(self.backends, self.cases(), profile=self.profile) if self.static else []
+        return static_cells(self.backends, self.cases(), profile=self.profile) if self.static and self.profile != "scale" else []
 
     @cached_property
     def e2e_configs(self) -> list:
@@ -134,6 +136,8 @@ class Suite:
         launches them."""
         from ..e2e.configs import e2e_profile, plan
 
+        if e2e_profile(self.profile) == "scale":
+            return []
         return plan(e2e_profile(self.profile), attention=self.e2e_attention)
 
     def e2e_arch(self) -> str:
@@ -180,6 +184,7 @@ def as_given(config: pytest.Config, error: DDTreeInputError) -> DDTreeInputError
 
 def _create(config: pytest.Config) -> Suite:
     from ..backends import registry as backend_registry
+    from ..families.scale.records import check_vocabs
     from ..families.verify.records import VerifyCase, check_profile
 
     gpus = detect_gpus()
@@ -210,7 +215,8 @@ def _create(config: pytest.Config) -> Suite:
                     static_cache=config.getoption("ddtree_static_cache"),
                     attention_profile=tier if attention == "auto" else attention,
                     e2e_dir=config.getoption("ddtree_e2e_dir"), e2e_attention=e2e_attention,
-                    progress_s=progress_seconds(config.getoption("ddtree_progress")))
+                    progress_s=progress_seconds(config.getoption("ddtree_progress")),
+                    vocabs=check_vocabs(config.getoption("ddtree_vocab")))
     if not created.implementations:  # the DDTree kernels' tests skip before any cell exists: say why in the file
         created.not_tested["ddtree"] = NOT_SELECTED if config.getoption("ddtree_backend") else NO_IMPLEMENTATION
     worker = getattr(config, "workerinput", None)

@@ -20,7 +20,7 @@ from collections import Counter
 
 from ..outcomes import WORST_FIRST
 from ..results import Results
-from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows,
+from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER, envelope_rows, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows,
                       count_header, count_rows, distribution_rows, e2e_rows, env_rows, kernel_matrix,
                       kernels_with_cells, known_rows, not_tested, notices, parts, repairs, replay_command,
                       report_title, sources, static_rows, summarize, summary_table)
@@ -147,7 +147,7 @@ def _top(s: Summary) -> list[str]:
 
 
 def render_markdown(results: Results, title: str | None = None, max_failures: int = 40,
-                    picture: str | None = None, max_rows: int = 200) -> str:
+                    picture: str | None = None, max_rows: int = 200, envelope_picture: str | None = None) -> str:
     """Render ``results`` (one or several merged files) as one Markdown document; ``title``: default, what was
     tested (:func:`~.summary.report_title`); ``picture``: the summary picture's path as the document links it
     (``None``: no picture); ``max_rows`` bounds each collapsed table."""
@@ -159,6 +159,14 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
     lines += ["## Summary (rows: kernel · backend; columns: arch; after `·`: where the failing cells sit)", ""]
     lines += _table(["table", "kernel", "backend", *archs], [[*key, *map(summary_cell, cells)] for key, cells in rows])
     lines += [LEGEND, ""]
+    envelope = envelope_rows(s)
+    if envelope:
+        lines += ["## Envelope (deployment shapes: per kernel x shape, the largest batch verified correct and the first "
+                  "that is not; skipped: did not fit this GPU)", ""]
+        lines += _table(ENVELOPE_HEADER, envelope, max_rows)
+        if envelope_picture:
+            lines += ["", f"![envelope: largest batch verified per kernel and shape]({envelope_picture})"]
+        lines.append("")
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""

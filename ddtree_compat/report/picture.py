@@ -228,3 +228,44 @@ def render_summary(results: Results, path: str | os.PathLike | None = None, titl
         with open(path, "wb") as f:
             f.write(png)
     return png
+
+
+def render_envelope(results: Results) -> bytes:
+    """The envelope picture: per kernel (a panel), for each backend · arch x shape, a bar to the largest batch verified
+    correct and a red mark at the first failing batch (log scale). PNG bytes.
+
+    Raises:
+        ValueError: no deployment-shape cell in ``results``.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..families.scale.envelope import envelopes
+
+    found = envelopes(results.records)
+    if not found:
+        raise ValueError("no deployment-shape cell to draw")
+    kernels = sorted({e.kernel for e in found})
+    fig = Figure(figsize=(12, 2.2 + 1.1 * sum(len([e for e in found if e.kernel == k]) ** 0.5 for k in kernels) * 1.5),
+                 dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(kernels), 1, squeeze=False)
+    for ax, kernel in zip(axes[:, 0], kernels):
+        rows = [e for e in found if e.kernel == kernel]
+        labels = [f"{e.backend} · {e.arch} · {e.group}" for e in rows]
+        y = np.arange(len(rows))
+        ax.barh(y, [e.verified or 0 for e in rows], color="#3a9d5d", label="largest batch verified")
+        tested = [e.tested if e.first_bad is None else 0 for e in rows]
+        ax.scatter(tested, y, marker="|", color="#1f5f3a", s=80, label="every batch run passed (largest run)")
+        bad = [(e.first_bad, i) for i, e in enumerate(rows) if e.first_bad]
+        if bad:
+            ax.scatter(*zip(*bad), marker="x", color="#c0392b", s=60, label="first failing batch")
+        ax.set_yticks(y, labels, fontsize=6)
+        ax.set_xscale("log")
+        ax.set_xlabel("batch (requests)")
+        ax.set_title(kernel, fontsize=9, loc="left")
+        ax.legend(fontsize=6, loc="lower right")
+    fig.suptitle("Envelope: the largest batch verified correct per kernel x shape", fontsize=11, fontweight="bold")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()

@@ -411,7 +411,7 @@ def replay_command(r: ResultRecord) -> str:
 # --------------------------------------------------------------------------------------------------
 
 FAMILY_TITLES = {"verify": "verify kernels", "commit": "KV-cache commit kernels", "attention": "verify attention",
-                 "ddtree": "DDTree kernels", "sampling": "sampling verify", STATIC: "static builds", E2E: "end to end"}
+                 "ddtree": "DDTree kernels", "sampling": "sampling verify", "scale": "deployment shapes", STATIC: "static builds", E2E: "end to end"}
 """What a report calls each kernel family (``ddtree_compat.families``) and the static and e2e tiers."""
 SELECTION = "left out of the selection: -k, -m, --tests or --backend"
 REASON_CHARS = 140
@@ -534,3 +534,29 @@ def repairs(results: Results) -> list[str]:
     """The torn last lines a later run cut before appending (its ``repair`` lines), one line each."""
     return [f"{r['path']}: a torn last line ({r.get('cut_bytes')} bytes at byte {r.get('at_byte')}: a writer killed "
             "mid-line) was cut before more lines were appended" for r in results.repairs]
+
+
+# --------------------------------------------------------------------------------------------------
+# The envelope (deployment-shape cells)
+# --------------------------------------------------------------------------------------------------
+
+ENVELOPE_HEADER = ["kernel", "backend · arch", "shape", "largest batch verified", "first failing batch", "outcome",
+                   "cells run (skipped)", "replay"]
+
+
+def envelope_rows(s: "Summary") -> list[list[str]]:
+    """One row per deployment-shape group (:func:`ddtree_compat.families.scale.envelope.envelopes`): the largest
+    batch verified correct below every failing one, the first failing batch, its outcome and replay line; ``[]``
+    when no deployment-shape cell is in the results."""
+    from ..families.scale.envelope import envelopes
+
+    rows = []
+    for e in envelopes(s.records):
+        bad = next((r for r in s.records if r.kernel == e.kernel and r.backend == e.backend and r.arch == e.arch
+                    and r.shape == e.group and r.batch == e.first_bad), None) if e.first_bad else None
+        rows.append([e.kernel.partition("@")[0], f"{e.backend} · {e.arch}", e.group,
+                     "-" if e.verified is None and not e.cells else str(e.verified or "none") +
+                     ("" if e.first_bad else f" (all {e.cells} ran)"),
+                     str(e.first_bad or ""), e.outcome, f"{e.cells} ({e.skipped})",
+                     (replay_command(bad) or bad.nodeid) if bad else ""])
+    return rows

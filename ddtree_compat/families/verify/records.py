@@ -31,7 +31,7 @@ from ...tree import DraftTree
 from .oracle import VerifyResult, verify_greedy
 from .topologies import TOPOLOGIES, supports_budget
 
-PROFILES = ("default", "full")
+PROFILES = ("default", "full", "scale")
 DEFAULT_VOCAB = 1024
 SCHEMA = "ddtree-compat/verify-case/1"
 
@@ -306,6 +306,8 @@ PROFILE_GRIDS: dict[str, GridSpec] = {
                         block_sizes=(16,), batches=(1, 3, 8)),
     "full": GridSpec(budgets=(0, 1, 2, 3, 7, 8, 12, 14, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256),
                      block_sizes=(8, 16, 32), batches=(1, 3, 8, 64), padded_batches=(3, 64)),
+    # the deployment-shape cells only (ddtree_compat/families/scale/): no grid case
+    "scale": GridSpec(budgets=(), block_sizes=(16,), batches=()),
 }
 
 

@@ -1,0 +1,353 @@
+"""Run one deployment-shape cell and judge every row (the one check shape, :mod:`ddtree_compat.harness.calls`).
+
+The tensors come from the process's arena (:mod:`ddtree_compat.harness.arena`: reused across cells, canary bands
+around each); inputs are filled by :mod:`.oracle`'s rules on the device, outputs with POISON; the judge compares
+every row with the rule on the device, in chunks, and names the first rows that differ (a 32-bit offset shows as
+rows past the boundary going wrong, or a fault). A cell that does not fit the GPU's free memory is a skip that says
+how much it needs; a cell off the GPU is a skip (device only); the cell's peak memory goes into ``measured``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ...harness.arena import arena, room
+from ...harness.buffers import POISON
+from ...harness.calls import check
+from ...outcomes import Verdict
+from . import oracle as R
+from .boundaries import gib
+from .records import ScaleCase
+
+DEVICE_ONLY = ("device only: deployment-shape cells allocate their tensors (up to tens of GiB) on a GPU and launch "
+               "its kernels")
+CHUNK = 1 << 26
+"""Elements a judge compares at a time (its temporaries stay small beside the cell's tensors)."""
+COMMIT_WIDTH = 17
+"""The verify block a commit writes per request in the ``req_to_token`` and KV cells (a budget-16 tree's ``q``)."""
+F32, I32, I64 = torch.float32, torch.int32, torch.int64
+
+
+def scale_check(fn):
+    """``fn(case, backend, device) -> judge`` as a record's run, with the device-only and memory skips before it and
+    the cell's needed and peak bytes in ``measured`` after it."""
+    checked = check(fn)
+
+    @functools.wraps(fn)
+    def run(case: ScaleCase, backend, target) -> Verdict:
+        device = target if isinstance(target, str) else target.device
+        need = case.nbytes()
+        if not str(device).startswith("cuda"):
+            return Verdict("skip", DEVICE_ONLY)
+        have = room(device)
+        if need > have:
+            sizes = ", ".join(f"{n} {list(d)} {gib(b)}" for n, d, b in case.tensors())
+            return Verdict("skip", f"does not fit this GPU: needs {gib(need)} ({sizes}); {gib(have)} free")
+        torch.cuda.reset_peak_memory_stats(device)
+        verdict = checked(case, backend, target)
+        try:
+            peak = torch.cuda.max_memory_allocated(device)
+        except Exception:  # noqa: BLE001 - a context the kernel poisoned answers nothing
+            peak = None
+        verdict.measured.update(needed_bytes=need, **({"peak_bytes": peak} if peak is not None else {}))
+        return verdict
+
+    run.check = fn
+    run.judged = checked  # the check without the device and memory gate (the CPU tests run it on small shapes)
+    return run
+
+
+def _tokens(bs: int, depth: int, vocab: int, device: str) -> torch.Tensor:
+    """``[bs, depth]``: request ``b``'s chain tokens at depths ``0 .. depth - 1`` (:func:`.oracle.token`)."""
+    b = torch.arange(bs, dtype=I64, device=device).unsqueeze(1)
+    i = torch.arange(depth, dtype=I64, device=device).unsqueeze(0)
+    return R.token(b, i, vocab)
+
+
+def _rows_differ(name: str, got: torch.Tensor, want: torch.Tensor) -> list[str]:
+    """``[]``, or one line: how many rows of ``got`` (first dim) differ from ``want`` and the first few."""
+    bad = (got != want).reshape(got.shape[0], -1).any(dim=1).nonzero().flatten()
+    if not bad.numel():
+        return []
+    first = bad[:4].tolist()
+    r = first[0]
+    return [f"{name}: {bad.numel()} of {got.shape[0]} rows differ (rows {first}{' ...' if bad.numel() > 4 else ''}; "
+            f"row {r}: got {got[r].flatten()[:6].tolist()}, want {want[r].flatten()[:6].tolist()})"]
+
+
+def _chain(bs: int, q: int, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """EAGLE links of a chain per request: retrive_index, retrive_next_token, retrive_next_sibling ``[bs, q]``."""
+    index = torch.arange(bs * q, dtype=I64, device=device).view(bs, q)
+    nxt = torch.arange(1, q + 1, dtype=I64, device=device).repeat(bs, 1)
+    nxt[:, -1] = -1
+    return index, nxt, torch.full((bs, q), -1, dtype=I64, device=device)
+
+
+def _one_hot_rows(probs: torch.Tensor, tokens: torch.Tensor) -> None:
+    """``probs [bs, n, V]`` zeroed, then 1 at ``tokens [bs, n]`` per row."""
+    probs.zero_()
+    probs.scatter_(2, tokens.unsqueeze(2), 1.0)
+
+
+def _verify_outputs(t: dict, tok: torch.Tensor, bs: int, q: int, budget: int) -> list[str]:
+    """SGLang's EAGLE-format outputs after every draft of a chain is accepted: ``accept_token_num = B``,
+    ``accept_index[b] = b * q + 0..B``, ``predicts[b * q + j]`` the next token at node ``j`` (the bonus at ``B``)."""
+    device = tok.device
+    want_index = torch.arange(bs * q, dtype=I32, device=device).view(bs, q)
+    return (_rows_differ("accept_token_num", t["accept_token_num"].view(bs, 1),
+                         torch.full((bs, 1), budget, dtype=I32, device=device))
+            + _rows_differ("accept_index", t["accept_index"], want_index)
+            + _rows_differ("predicts", t["predicts"].view(bs, q), tok[:, 1:q + 1].to(I32)))
+
+
+def _unchanged(name: str, tensor: torch.Tensor, nonzero: int, total: float) -> list[str]:
+    """An input planted with ``nonzero`` ones: still so (count and sum)."""
+    n, s = int(torch.count_nonzero(tensor)), float(tensor.sum(dtype=torch.float64))
+    return [] if (n, s) == (nonzero, total) else [f"input {name} changed: {n} nonzero (was {nonzero}), sum {s} "
+                                                    f"(was {total})"]
+
+
+def _judged(problems: list[str], lens: torch.Tensor, expected: int) -> Verdict | list[str]:
+    """``zero-accept`` where every draft should be accepted and some rows got 0 (the field symptom), else problems."""
+    zero = int((lens == 0).sum())
+    if problems and zero:
+        return Verdict("zero-accept", f"accept length 0 on {zero} of {lens.numel()} rows where every row accepts "
+                                      f"{expected} drafts (the field symptom); " + "; ".join(problems))
+    return problems
+
+
+def _sampling_buffers(case: ScaleCase, device: str, draft_rows: int) -> dict:
+    bs, q, v = case.batch, case.q, case.vocab
+    return arena(device).take([
+        ("target_probs", (bs, q, v), F32), ("draft_probs", (bs, draft_rows, v), F32),
+        ("candidates", (bs, q), I64), ("uniform_samples", (bs, q), F32), ("uniform_final", (bs,), F32),
+        ("predicts", (bs * q,), I32), ("accept_index", (bs, q), I32), ("accept_token_num", (bs,), I32)])
+
+
+def _sampling_layout(case: ScaleCase, device: str, draft_rows: int):
+    bs, q = case.batch, case.q
+    t = _sampling_buffers(case, device, draft_rows)
+    tok = _tokens(bs, q + 1, case.vocab, device)
+    _one_hot_rows(t["target_probs"], tok[:, 1:])
+    t["candidates"].copy_(tok[:, :q])
+    t["uniform_samples"].fill_(0.5)
+    t["uniform_final"].fill_(0.5)
+    for name in ("predicts", "accept_index", "accept_token_num"):
+        t[name].fill_(POISON)
+    return t, tok
+
+
+@scale_check
+def tree_speculative_sampling(case: ScaleCase, backend, device: str):
+    bs, q, b = case.batch, case.q, case.budget
+    t, tok = _sampling_layout(case, device, q)
+    t["draft_probs"].zero_()
+    links = _chain(bs, q, device)
+    backend.tree_speculative_sampling(t["predicts"], t["accept_index"], t["accept_token_num"], t["candidates"], *links,
+                                      t["uniform_samples"], t["uniform_final"], t["target_probs"], t["draft_probs"],
+                                      1.0, 1.0, True)
+
+    def judge():
+        problems = (_verify_outputs(t, tok, bs, q, b)
+                    + _unchanged("target_probs", t["target_probs"], bs * q, bs * q)
+                    + _unchanged("draft_probs (nothing rejected: nothing written)", t["draft_probs"], 0, 0.0)
+                    + arena(device).damaged())
+        return _judged(problems, t["accept_token_num"], b)
+
+    return judge
+
+
+@scale_check
+def chain_speculative_sampling(case: ScaleCase, backend, device: str):
+    bs, q, b = case.batch, case.q, case.budget
+    t, tok = _sampling_layout(case, device, q - 1)
+    _one_hot_rows(t["draft_probs"], tok[:, 1:q])
+    links = _chain(bs, q, device)
+    backend.chain_speculative_sampling(t["predicts"], t["accept_index"], t["accept_token_num"], t["candidates"],
+                                       *links, t["uniform_samples"], t["uniform_final"], t["target_probs"],
+                                       t["draft_probs"], 1.0, 1.0, True, False)
+
+    def judge():
+        problems = (_verify_outputs(t, tok, bs, q, b)
+                    + _unchanged("target_probs", t["target_probs"], bs * q, bs * q)
+                    + _unchanged("draft_probs", t["draft_probs"], bs * (q - 1), bs * (q - 1))
+                    + arena(device).damaged())
+        return _judged(problems, t["accept_token_num"], b)
+
+    return judge
+
+
+@scale_check
+def ddtree_sample(case: ScaleCase, backend, device: str):
+    """The DDTree sampler over a parent array: ``accepted_lens = q`` (the root counted), indices ``0..B``, tokens the
+    chain's, ``next_tokens`` the bonus."""
+    bs, q, v, b = case.batch, case.q, case.vocab, case.budget
+    t = arena(device).take([
+        ("target_probs", (bs, q, v), F32), ("draft_tokens", (bs, q), I64), ("parents", (bs, q), I64),
+        ("sizes", (bs,), I64), ("accepted_indices", (bs, q), I64), ("accepted_token_ids", (bs, q), I64),
+        ("accepted_lens", (bs,), I64), ("next_tokens", (bs,), I64), ("uniforms", (bs, q), F32),
+        ("uniform_final", (bs,), F32)])
+    tok = _tokens(bs, q + 1, v, device)
+    _one_hot_rows(t["target_probs"], tok[:, 1:])
+    t["draft_tokens"].copy_(tok[:, :q])
+    t["parents"].copy_(torch.arange(-1, q - 1, dtype=I64, device=device).repeat(bs, 1))
+    t["sizes"].fill_(q)
+    for name in ("accepted_indices", "accepted_token_ids", "accepted_lens", "next_tokens"):
+        t[name].fill_(POISON)
+    backend.ddtree_sample(t["target_probs"], t["draft_tokens"], t["parents"], t["sizes"], t["accepted_indices"],
+                          t["accepted_token_ids"], t["accepted_lens"], t["next_tokens"], t["uniforms"],
+                          t["uniform_final"])
+
+    def judge():
+        problems = (_rows_differ("accepted_lens", t["accepted_lens"].view(bs, 1),
+                                 torch.full((bs, 1), q, dtype=I64, device=device))
+                    + _rows_differ("accepted_indices", t["accepted_indices"],
+                                   torch.arange(q, dtype=I64, device=device).repeat(bs, 1))
+                    + _rows_differ("accepted_token_ids[:, 1:]", t["accepted_token_ids"][:, 1:], tok[:, 1:q])
+                    + _rows_differ("next_tokens", t["next_tokens"].view(bs, 1), tok[:, q:q + 1])
+                    + _unchanged("target_probs", t["target_probs"], bs * q, bs * q)
+                    + arena(device).damaged())
+        return _judged(problems, t["accepted_lens"] - 1, b)
+
+    return judge
+
+
+@scale_check
+def verify_tree_greedy(case: ScaleCase, backend, device: str):
+    """Greedy verify: ``target_predict`` at node ``i`` is the chain's next token (the bonus at ``B``)."""
+    bs, q, b = case.batch, case.q, case.budget
+    t = arena(device).take([("candidates", (bs, q), I64), ("target_predict", (bs, q), I64),
+                            ("predicts", (bs * q,), I32), ("accept_index", (bs, q), I32),
+                            ("accept_token_num", (bs,), I32)])
+    tok = _tokens(bs, q + 1, 1 << 17, device)
+    t["candidates"].copy_(tok[:, :q])
+    t["target_predict"].copy_(tok[:, 1:])
+    for name in ("predicts", "accept_index", "accept_token_num"):
+        t[name].fill_(POISON)
+    backend.verify_tree_greedy(t["predicts"], t["accept_index"], t["accept_token_num"], t["candidates"],
+                               *_chain(bs, q, device), t["target_predict"])
+
+    def judge():
+        return _judged(_verify_outputs(t, tok, bs, q, b) + arena(device).damaged(), t["accept_token_num"], b)
+
+    return judge
+
+
+def _req_to_token_rows(r2t: torch.Tensor, context: int) -> None:
+    """Row ``b + 1`` of ``req_to_token`` holds request ``b``'s slots (:func:`.oracle.slot`), row 0 zeros; in chunks."""
+    r2t[0].zero_()
+    rows = max(1, CHUNK // context)
+    pos = torch.arange(context, dtype=I64, device=r2t.device).unsqueeze(0)
+    for start in range(1, r2t.shape[0], rows):
+        b = torch.arange(start - 1, min(start - 1 + rows, r2t.shape[0] - 1), dtype=I64, device=r2t.device)
+        r2t[start:start + b.numel()] = R.slot(b.unsqueeze(1), pos, context).to(I32)
+
+
+@scale_check
+def assign_req_to_token(case: ScaleCase, backend, device: str):
+    """Each request commits a verify block of :data:`COMMIT_WIDTH` slots at the end of its row."""
+    bs, ctx, w = case.batch, case.context, COMMIT_WIDTH
+    t = arena(device).take([("req_to_token", (bs + 1, ctx), I32), ("req_pool_indices", (bs,), I64),
+                            ("start_offset", (bs,), I64), ("end_offset", (bs,), I64), ("out_cache_loc", (bs * w,), I64)])
+    t["req_to_token"].zero_()
+    t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
+    start = R.verify_block_start(ctx, w)
+    t["start_offset"].fill_(start)
+    t["end_offset"].fill_(ctx)
+    b = torch.arange(bs, dtype=I64, device=device).unsqueeze(1)
+    want = R.slot(b, torch.arange(start, ctx, dtype=I64, device=device).unsqueeze(0), ctx)
+    t["out_cache_loc"].copy_(want.flatten())
+    backend.assign_req_to_token(t["req_pool_indices"], t["req_to_token"], t["start_offset"], t["end_offset"],
+                                t["out_cache_loc"])
+
+    def judge():
+        r2t = t["req_to_token"]
+        written = int(torch.count_nonzero(r2t))
+        return (_rows_differ("req_to_token[b + 1, -17:]", r2t[1:, start:].to(I64), want)
+                + ([] if written == bs * w else [f"req_to_token: {written} entries nonzero, want {bs * w} (writes "
+                                                 "outside the verify blocks)"])
+                + arena(device).damaged())
+
+    return judge
+
+
+@scale_check
+def move_kv(case: ScaleCase, backend, device: str):
+    """One layer's K and V pools of ``bs * context + 1`` slots; ``bs *`` :data:`COMMIT_WIDTH` rows move from the
+    pool's top to just below (:func:`.oracle.move_plan`); each source row holds a pattern of its slot."""
+    from .boundaries import KV_LAYOUT
+
+    heads, dim, _ = KV_LAYOUT
+    pool = case.batch * case.context + 1
+    moved = min(case.batch * COMMIT_WIDTH, pool // 2)
+    t = arena(device).take([("k_buffer", (pool, heads, dim), torch.bfloat16),
+                            ("v_buffer", (pool, heads, dim), torch.bfloat16),
+                            ("src_loc", (moved,), I64), ("tgt_loc", (moved,), I64)])
+    src0, tgt0 = R.move_plan(pool, moved)
+    t["src_loc"].copy_(torch.arange(src0, src0 + moved, dtype=I64, device=device))
+    t["tgt_loc"].copy_(torch.arange(tgt0, tgt0 + moved, dtype=I64, device=device))
+    col = torch.arange(heads * dim, dtype=I64, device=device).unsqueeze(0)
+    pattern = ((t["src_loc"].unsqueeze(1) * 31 + col) & 0x3FFF | 0x0100).to(torch.int16)
+    for i, name in enumerate(("k_buffer", "v_buffer")):
+        bits = t[name].view(torch.int16).view(pool, heads * dim)
+        bits.zero_()
+        bits[src0:] = pattern + i
+    backend.move_kv([t["k_buffer"]], [t["v_buffer"]], t["tgt_loc"], t["src_loc"])
+
+    def judge():
+        problems = []
+        for i, name in enumerate(("k_buffer", "v_buffer")):
+            bits = t[name].view(torch.int16).view(pool, heads * dim)
+            problems += _rows_differ(f"{name}[tgt_loc]", bits[tgt0:tgt0 + moved], pattern + i)
+            problems += _rows_differ(f"{name}[src_loc] (a source row)", bits[src0:], pattern + i)
+            nonzero = int(torch.count_nonzero(bits))
+            if nonzero != 2 * moved * heads * dim:
+                problems.append(f"{name}: {nonzero} nonzero elements, want {2 * moved * heads * dim} (rows written "
+                                "outside tgt_loc)")
+        return problems + arena(device).damaged()
+
+    return judge
+
+
+@scale_check
+def ddtree_fa_full(case: ScaleCase, backend, device: str):
+    """FlashAttention tree-verify metadata over a chain (visibility lower-triangular): row ``(b, i)`` of the page
+    table is request ``b``'s ``req_to_token`` row up to ``seq_len + i + 1``, POISON past it; ``seq_len = context -
+    q`` (the verify block at the row's end)."""
+    bs, q, ctx = case.batch, case.q, case.context
+    t = arena(device).take([("visibility", (bs, q, q), torch.bool), ("req_to_token", (bs + 1, ctx), I32),
+                            ("req_pool_indices", (bs,), I64), ("seq_lens", (bs,), I64),
+                            ("page_table", (bs * q, ctx + q), I32), ("cache_seqlens", (bs * q,), I32)])
+    t["visibility"].copy_(torch.ones(q, q, dtype=torch.bool, device=device).tril().expand(bs, q, q))
+    _req_to_token_rows(t["req_to_token"], ctx)
+    t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
+    seq = ctx - q
+    t["seq_lens"].fill_(seq)
+    t["page_table"].fill_(POISON)
+    t["cache_seqlens"].fill_(POISON)
+    backend.ddtree_fa_full(t["visibility"], t["req_to_token"], t["req_pool_indices"], t["seq_lens"], t["page_table"],
+                           t["cache_seqlens"], q)
+
+    def judge():
+        lens = (seq + 1 + torch.arange(q, dtype=I32, device=device)).repeat(bs)
+        problems = _rows_differ("cache_seqlens", t["cache_seqlens"].view(bs, q), lens.view(bs, q))
+        table = t["page_table"].view(bs, q, ctx + q)
+        per = max(1, CHUNK // (q * (ctx + q)))
+        cols = torch.arange(ctx + q, device=device).view(1, 1, -1)
+        limit = (seq + 1 + torch.arange(q, device=device)).view(1, q, 1)
+        bad_rows, first = 0, None
+        for s in range(0, bs, per):
+            e = min(bs, s + per)
+            row = torch.nn.functional.pad(t["req_to_token"][s + 1:e + 1], (0, q), value=POISON).unsqueeze(1)
+            want = torch.where(cols < limit, row, torch.tensor(POISON, dtype=I32, device=device))
+            differ = (table[s:e] != want).flatten(1).any(dim=1).nonzero().flatten()
+            bad_rows += differ.numel()
+            if first is None and differ.numel():
+                first = s + int(differ[0])
+        if bad_rows:
+            problems.append(f"page_table: {bad_rows} of {bs} requests' rows differ (first: request {first})")
+        return problems + arena(device).damaged()
+
+    return judge

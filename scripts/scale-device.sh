@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The deployment-shape cells (`--profile scale`) and their envelope on a lent GPU host without network
+# (docs/device-runs.md), from the repo root, after scripts/build-ddtree-carry.sh's parts (with sglang-0.5.23) are
+# staged and set up (scripts/ddtree-device-setup.sh), with .carry/samp/ (scripts/build-sampling-carry.sh) carried:
+#     bash scripts/scale-device.sh OUT
+# SGLang 0.5.23's kernels and each DDTree tree's (their kernel modules from .carry/samp/impls.tar.gz) at every derived
+# boundary, one xdist worker (a cell takes up to ~34 GiB; the worker's arena reuses it), then `envelope` (the
+# bisection, each probe a replay in its own process) and the report. Writes OUT/scale.tar.gz (the results, the
+# report, the envelope picture, the logs) and OUT/steps.txt.
+set -uo pipefail
+OUT=${1:?usage: bash scripts/scale-device.sh OUT}
+W=/tmp/scale
+mkdir -p "$OUT" "$W" /tmp/samp/fi /tmp/samp/impls
+tar -C /tmp/samp/fi -xzf .carry/samp/fihdr.tar.gz
+tar -C /tmp/samp/impls -xzf .carry/samp/impls.tar.gz
+[ -d /tmp/samp/whl/covertable ] || python3 -m pip install -q --no-index --no-deps --target /tmp/samp/whl .carry/samp/*.whl
+RELEASE_ENV=/tmp/ddt/impl/${SGLANG_RELEASE:-sglang-0.5.23}/env.sh
+# shellcheck disable=SC1090
+SITE=$(. "$RELEASE_ENV" && echo "$PYTHONPATH")
+export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation -e . > "$W/install.log" 2>&1
+export PYTHONPATH=/tmp/samp/fi:$SITE:/tmp/samp/whl
+export DDTREE_IMPLS=$(ls -d /tmp/samp/impls/*/ | sed 's#/$##' | paste -sd:)
+start=$SECONDS
+timeout -s INT "${STEP_S:-330}" python3 -m ddtree_compat sweep --tier device --profile scale -n 1 --timeout 200 \
+  --tests tests/kernels/test_scale.py --out-dir "$W" --name scale ${VOCAB:+--vocab "$VOCAB"} -- --ddtree-static=off \
+  > "$W/scale.log" 2>&1
+echo "sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
+start=$SECONDS
+timeout -s INT "${ENVELOPE_S:-150}" python3 -m ddtree_compat envelope "$W/scale.jsonl" --cases-dir "$W/probes" \
+  --max-probes "${PROBES:-40}" --timeout 120 > "$W/envelope.txt" 2>&1
+echo "envelope exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
+python3 -m ddtree_compat report "$W/scale.jsonl" -o "$W/scale.md" --html "$W/scale.html" > "$W/report.log" 2>&1
+nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv >> "$OUT/steps.txt" 2>&1
+tar -C /tmp -czf "$OUT/scale.tar.gz" scale
+tail -3 "$W/scale.log" >> "$OUT/steps.txt"; tail -40 "$W/envelope.txt" >> "$OUT/steps.txt"
+cat "$OUT/steps.txt"

@@ -1,0 +1,198 @@
+"""Deployment shapes on the CPU: the boundary derivation (shapes in, cells out), the case type, the profiles'
+cells, and each kernel's check on small shapes against the reference column (pass) and against a kernel whose
+offsets wrap at a small limit, as a 32-bit offset wraps at 2^31 (``wrong``, on the rows past the limit)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ddtree_compat.errors import CaseError
+from ddtree_compat.families.scale import boundaries as bd
+from ddtree_compat.families.scale import checks as C
+from ddtree_compat.families.scale import oracle as O
+from ddtree_compat.families.scale.records import RECORDS, ScaleCase, check_vocabs, scale_cases
+
+# ---------------------------------------------------------------------------------------------- derivation
+
+
+def test_the_field_vocabulary_crosses_2_31_elements_at_batch_509_for_budget_16():
+    shape = bd.Shape(vocab=248320, budget=16)
+    assert bd.crossing(bd.TARGET_PROBS, shape, 31) == 509  # 509 * 17 * 248320 = 2,148,804,..., > 2^31
+    assert 508 * 17 * 248320 - 1 < 2 ** 31 <= 509 * 17 * 248320 - 1
+    assert bd.crossing(bd.TARGET_PROBS, shape, 32) == 1018
+
+
+def test_vllm_46560s_shape_is_past_the_2_31_boundary():
+    """vLLM #46560: DFlash K = 15 (q = 16) at batch 963 and vocabulary 151936: 2.34e9 elements."""
+    above = bd.crossing(bd.TARGET_PROBS, bd.Shape(vocab=151936, budget=15), 31)
+    assert above <= 963 and 963 * 16 * 151936 > 2 ** 31
+
+
+@pytest.mark.parametrize("kernel", list(bd.KERNELS))
+def test_every_derived_cell_sits_on_its_side_of_its_limit(kernel):
+    cells = bd.derived(kernel)
+    assert cells
+    for cell in cells:
+        assert 1 <= cell.batch <= bd.MAX_BATCH
+        if cell.side == "top":
+            assert cell.batch == bd.MAX_BATCH
+            assert all(bd.crossing(t, cell.shape, bits, unit) is None
+                       or bd.crossing(t, cell.shape, bits, unit) > bd.MAX_BATCH
+                       for t in bd.KERNELS[kernel].tensors for bits in bd.LIMITS
+                       for unit in (("elements", "bytes") if t.byte_offsets else ("elements",)))
+            continue
+        t = next(t for t in bd.KERNELS[kernel].tensors if t.name == cell.tensor)
+        scale = t.itemsize if cell.unit == "bytes" else 1
+        last = t.numel(cell.shape, cell.batch) * scale - 1
+        assert (last >= 2 ** cell.bits) == (cell.side == "above")
+        other = cell.batch + (1 if cell.side == "below" else -1)
+        if other >= 1:  # the batch on the other side crosses it the other way
+            assert (t.numel(cell.shape, other) * scale - 1 >= 2 ** cell.bits) == (cell.side == "below")
+
+
+def test_cells_are_one_per_batch_ascending_and_bytes_only_where_offsets_are_bytes():
+    for kernel in bd.KERNELS:
+        for shape in bd.KERNELS[kernel].shapes():
+            batches = [c.batch for c in bd.boundaries(kernel, shape)]
+            assert batches == sorted(set(batches))
+    units = {c.unit for k in bd.KERNELS for c in bd.derived(k)}
+    assert "bytes" in units
+    assert {c.unit for c in bd.derived("move_kv") if c.side != "top"} >= {"bytes", "elements"}
+    assert all(c.unit != "bytes" for k in bd.KERNELS if k != "move_kv" for c in bd.derived(k))
+
+
+def test_greedy_verify_has_no_boundary_within_deployments_its_cells_sit_at_the_top():
+    cells = bd.derived("verify_tree_greedy")
+    assert {c.side for c in cells} == {"top"} and {c.batch for c in cells} == {bd.MAX_BATCH}
+
+
+def test_a_tensor_that_does_not_grow_with_the_batch_has_no_crossing():
+    fixed = bd.Indexed("fixed", lambda s, bs: (s.vocab, 4), 4)
+    assert bd.crossing(fixed, bd.Shape(vocab=1 << 30), 31) is None
+
+
+def test_the_scale_profile_has_every_derived_cell_and_other_profiles_a_slice():
+    for record in RECORDS:
+        kernel = record.name.partition("@")[0]
+        full = scale_cases(kernel, "scale")
+        assert [c.batch for c in full] == [b.batch for b in bd.derived(kernel)]
+        piece = scale_cases(kernel, "default")
+        assert 1 <= len(piece) <= 2 and all(c.vocab in (0, 248320) for c in piece)
+    only = scale_cases("tree_speculative_sampling", "scale", (151936,))
+    assert {c.vocab for c in only} == {151936}
+
+
+def test_bad_vocab_values_are_one_line_errors():
+    assert check_vocabs(["151936", "248320", "151936"]) == (151936, 248320)
+    for bad in ("qwen", "1", "-5", "1.5e5"):
+        with pytest.raises(CaseError, match="--ddtree-vocab"):
+            check_vocabs([bad])
+
+
+# ---------------------------------------------------------------------------------------------- the case type
+
+
+def test_a_scale_case_round_trips_through_json_and_checks_its_fields():
+    case = scale_cases("tree_speculative_sampling", "default")[1]
+    assert ScaleCase.from_json(case.to_json()) == case
+    assert case.file_stem.startswith("tree_speculative_sampling-")
+    assert case.coordinates()["shape"] == "v248320-b16"
+    with pytest.raises(CaseError, match="kernel"):
+        ScaleCase("not_a_kernel", 3).check()
+    with pytest.raises(CaseError, match="vocab"):
+        ScaleCase("tree_speculative_sampling", 3, budget=16).check()
+    with pytest.raises(CaseError, match="batch"):
+        ScaleCase("move_kv", 0, context=1024).check()
+    with pytest.raises(CaseError):
+        ScaleCase.from_json('{"schema": "ddtree-compat/scale-case/1", "kernel": "move_kv"}')
+
+
+def test_the_plants_tokens_sit_in_the_last_columns_of_each_row_and_differ_between_requests():
+    v = 248320
+    toks = [O.token(b, i, v) for b in range(8) for i in range(17)]
+    assert all(v - O.WINDOW <= t < v for t in toks)
+    assert len({O.token(b, 1, v) for b in range(64)}) == 64
+    assert O.token(0, 1, 16) in range(16)
+
+
+# ---------------------------------------------------------------------------------------------- the checks on CPU
+
+CPU = "cpu"
+
+
+def _references():
+    from ddtree_compat.backends.oracle_column import OracleBackend
+    from ddtree_compat.families.ddtree.reference import DDTreeReference
+
+    return {"tree_speculative_sampling": OracleBackend, "chain_speculative_sampling": OracleBackend,
+            "verify_tree_greedy": OracleBackend, "assign_req_to_token": OracleBackend, "move_kv": OracleBackend,
+            "ddtree_sample": DDTreeReference, "ddtree_fa_full": DDTreeReference}
+
+
+SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, vocab=64, budget=3),
+         "chain_speculative_sampling": ScaleCase("chain_speculative_sampling", 5, vocab=64, budget=3),
+         "ddtree_sample": ScaleCase("ddtree_sample", 5, vocab=64, budget=3),
+         "verify_tree_greedy": ScaleCase("verify_tree_greedy", 5, budget=7),
+         "assign_req_to_token": ScaleCase("assign_req_to_token", 5, context=64),
+         "move_kv": ScaleCase("move_kv", 3, context=40),
+         "ddtree_fa_full": ScaleCase("ddtree_fa_full", 4, budget=3, context=24)}
+
+
+def test_every_kernel_with_scale_cells_has_a_small_case_here():
+    assert set(SMALL) == set(bd.KERNELS)
+
+
+@pytest.mark.parametrize("kernel", list(bd.KERNELS))
+def test_the_reference_column_passes_each_kernels_plant(kernel):
+    verdict = getattr(C, kernel).judged(SMALL[kernel].check(), _references()[kernel](), CPU)
+    assert verdict.outcome == "pass", verdict.message
+
+
+class _Wrapping:
+    """A kernel whose offsets into one tensor wrap at ``limit`` elements, as a 32-bit offset wraps at 2^31: it reads
+    (or writes) element ``i - limit`` where it should use ``i``. The reference otherwise."""
+
+    def __init__(self, backend, tensor_arg: int, limit: int, write: bool = False):
+        self.backend, self.arg, self.limit, self.write = backend, tensor_arg, limit, write
+
+    def __getattr__(self, name):
+        method = getattr(self.backend, name)
+        if name not in bd.KERNELS:
+            return method
+
+        def call(*args):
+            args = list(args)
+            t = args[self.arg]
+            flat = t.reshape(-1)
+            if not self.write:
+                seen = flat.clone()
+                seen[self.limit:] = flat[:flat.numel() - self.limit]
+                args[self.arg] = seen.view(t.shape)
+                return method(*args)
+            scratch = flat.clone()
+            args[self.arg] = scratch.view(t.shape)
+            method(*args)
+            changed = (scratch != flat).nonzero().flatten()
+            wrapped = torch.where(changed >= self.limit, changed - self.limit, changed)
+            flat[wrapped] = scratch[changed]
+
+        return call
+
+
+WRAPPED = {"tree_speculative_sampling": (9, False), "chain_speculative_sampling": (9, False),
+           "ddtree_sample": (0, False), "assign_req_to_token": (1, True), "ddtree_fa_full": (4, True)}
+"""Per kernel, the argument whose offsets wrap (the probabilities, req_to_token, the page table) and whether the
+kernel writes it."""
+
+
+@pytest.mark.parametrize("kernel", list(WRAPPED))
+def test_offsets_that_wrap_past_a_limit_are_called_wrong_on_the_rows_past_it(kernel):
+    case = SMALL[kernel].check()
+    name = next(t for t in bd.KERNELS[kernel].tensors).name
+    numel = next(t for t in bd.KERNELS[kernel].tensors).numel(case.shape, case.batch)
+    arg, write = WRAPPED[kernel]
+    broken = _Wrapping(_references()[kernel](), arg, numel * 3 // 5, write)
+    verdict = getattr(C, kernel).judged(case, broken, CPU)
+    assert verdict.outcome in ("wrong", "zero-accept"), (name, verdict.message)
+    assert "differ" in verdict.message or "nonzero" in verdict.message

@@ -1,0 +1,64 @@
+"""The envelope from a results file's deployment-shape cells (largest batch verified, first failing), the
+bisection's next probe, the report's table and picture, and the upgrade gate's envelope comparison."""
+
+from __future__ import annotations
+
+import pytest
+
+from ddtree_compat import gate
+from ddtree_compat.families.scale.envelope import envelopes, probe, shrunk
+from ddtree_compat.families.scale.records import ScaleCase
+from ddtree_compat.results import ResultRecord, Results
+
+KERNEL = "tree_speculative_sampling@scale"
+
+
+def _cell(batch: int, outcome: str, backend: str = "sglang-cuda", message: str = "") -> ResultRecord:
+    case = ScaleCase("tree_speculative_sampling", batch, 248320, 16)
+    return ResultRecord(kernel=KERNEL, tier="device", backend=backend, arch="sm90", case_id=case.id, outcome=outcome,
+                        **case.coordinates(), message=message, nodeid=f"node-{batch}", case_path=f"/c/{batch}.json")
+
+
+def _results(*records) -> Results:
+    return Results(envs={}, records=list(records))
+
+
+def test_the_envelope_is_the_largest_pass_below_the_first_failure():
+    (e,) = envelopes([_cell(508, "pass"), _cell(509, "fault"), _cell(1017, "pass"), _cell(1018, "wrong")])
+    assert (e.verified, e.first_bad, e.outcome) == (508, 509, "fault")
+    assert e.verdict == "508 / fault at 509" and not e.gap and probe(e) is None
+    (clean,) = envelopes([_cell(508, "pass"), _cell(509, "pass"), _cell(4000, "skip", message="does not fit")])
+    assert clean.first_bad is None and clean.verdict == "verified to 509" and clean.skipped == 1
+
+
+def test_the_bisection_probes_the_middle_of_the_gap_and_the_case_it_runs_is_that_shape():
+    (e,) = envelopes([_cell(100, "pass"), _cell(509, "wrong")])
+    assert e.gap and probe(e) == 304
+    case = e.case_at(304)
+    assert (case.kernel, case.batch, case.vocab, case.budget, case.origin) == ("tree_speculative_sampling", 304,
+                                                                              248320, 16, "bisect")
+    (none_passed,) = envelopes([_cell(509, "fault")])
+    assert probe(none_passed) == 254 and none_passed.verified is None
+
+
+def test_a_smaller_envelope_is_a_regression_of_the_gate():
+    before = _results(_cell(508, "pass"), _cell(509, "pass"), _cell(1018, "pass"))
+    after = _results(_cell(508, "pass"), _cell(509, "fault"), _cell(1018, "fault"))
+    (b,), (a,) = envelopes(before.records), envelopes(after.records)
+    assert shrunk(b, a) and not shrunk(a, b)
+    g = gate.compare(before, after)
+    assert g.failed and g.shrunk and "509" in g.shrunk[0]
+    assert "Envelopes that shrank" in gate.render_markdown(g, "a", "b")
+
+
+def test_the_report_has_the_envelope_table_and_picture():
+    from ddtree_compat.report.markdown import render_markdown
+    from ddtree_compat.report.picture import render_envelope
+
+    res = _results(_cell(508, "pass"), _cell(509, "fault"), _cell(7, "pass", backend="sglang-triton"))
+    text = render_markdown(res, envelope_picture="x-envelope.png")
+    assert "## Envelope" in text and "| 508 |" in text.replace(" (all", " |") or "508" in text
+    assert "fault" in text and "x-envelope.png" in text
+    assert render_envelope(res)[:4] == b"\x89PNG"
+    with pytest.raises(ValueError):
+        render_envelope(_results())
