@@ -520,7 +520,7 @@ def cmd_envelope(args: argparse.Namespace) -> int:
                 case = env.case_at(batch)
                 case_path = case.save(args.cases_dir or tmp)
                 cmd = [sys.executable, "-m", "ddtree_compat", "replay", str(case_path), "--backend", env.backend,
-                       "--tier", "device"]
+                       "--kernel", env.kernel, "--tier", "device"]
                 start = time.time()
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
                 text = (done.stdout or "") + (done.stderr or "")
@@ -553,6 +553,8 @@ def _replay_record(case, kernel: str | None, backend):
 
     candidates = records.for_case(case)
     names = [r.name for r in candidates]
+    if kernel is None and getattr(case, "label", None) in names:  # a case that names its kernel (a scale case)
+        kernel = case.label
     if kernel is None:
         implemented = [r for r in candidates if contract.base_name(r.name) in contract.kernels_of(backend)]
         candidates = implemented if len(implemented) == 1 else candidates  # sglang-triton has one of three

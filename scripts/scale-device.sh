@@ -4,7 +4,7 @@
 # staged and set up (scripts/ddtree-device-setup.sh), with .carry/samp/ (scripts/build-sampling-carry.sh) carried:
 #     bash scripts/scale-device.sh OUT
 # SGLang 0.5.23's kernels and each DDTree tree's (their kernel modules from .carry/samp/impls.tar.gz) at every derived
-# boundary, one xdist worker (a cell takes up to ~34 GiB; the worker's arena reuses it), then `envelope` (the
+# boundary, three xdist workers (a cell takes up to ~34 GiB, each worker's arena reuses its own), then `envelope` (the
 # bisection, each probe a replay in its own process) and the report. Writes OUT/scale.tar.gz (the results, the
 # report, the envelope picture, the logs) and OUT/steps.txt.
 set -uo pipefail
@@ -22,7 +22,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$W/install.log"
 export PYTHONPATH=/tmp/samp/fi:$SITE:/tmp/samp/whl
 export DDTREE_IMPLS=$(ls -d /tmp/samp/impls/*/ | sed 's#/$##' | paste -sd:)
 start=$SECONDS
-timeout -s INT "${STEP_S:-330}" python3 -m ddtree_compat sweep --tier device --profile scale -n 1 --timeout 200 \
+timeout -s INT "${STEP_S:-330}" python3 -m ddtree_compat sweep --tier device --profile scale -n "${WORKERS:-3}" --timeout 200 \
   --tests tests/kernels/test_scale.py --out-dir "$W" --name scale ${VOCAB:+--vocab "$VOCAB"} -- --ddtree-static=off \
   > "$W/scale.log" 2>&1
 echo "sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"

@@ -62,3 +62,18 @@ def test_the_report_has_the_envelope_table_and_picture():
     assert render_envelope(res)[:4] == b"\x89PNG"
     with pytest.raises(ValueError):
         render_envelope(_results())
+
+
+def test_a_cell_past_its_shapes_first_failure_in_this_run_need_not_run(tmp_path):
+    from ddtree_compat.families.scale.envelope import past_envelope
+
+    path = tmp_path / "r.jsonl"
+    lines = [_cell(509, "fault"), _cell(300, "pass"), _cell(20, "error")]
+    path.write_text("".join('{"kind": "result", ' + __import__("json").dumps(r.__dict__)[1:] + "\n" for r in lines)
+                    + '{"kind": "result", "kern')  # a torn last line is left alone
+    coords = dict(kernel=KERNEL, backend="sglang-cuda", arch="sm90", shape="v248320-b16")
+    assert "batch 509" in past_envelope(str(path), {**coords, "batch": 1018})
+    assert past_envelope(str(path), {**coords, "batch": 509}) is None
+    assert past_envelope(str(path), {**coords, "batch": 400}) is None
+    assert past_envelope(str(path), {**coords, "backend": "sglang-triton", "batch": 1018}) is None
+    assert past_envelope(None, {**coords, "batch": 1018}) is None

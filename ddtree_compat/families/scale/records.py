@@ -160,6 +160,12 @@ def _device_kernels(backend, cases: tuple) -> tuple:
     return () if impl is None or impl.runtime == "host" else cases
 
 
+def _past_envelope(results_path, coords: dict) -> str | None:
+    from .envelope import past_envelope
+
+    return past_envelope(results_path, coords)
+
+
 def _record(kernel: str) -> KernelRecord:
     return KernelRecord(
         name=kernel + SUFFIX,
@@ -170,6 +176,7 @@ def _record(kernel: str) -> KernelRecord:
         run=f"ddtree_compat.families.scale.checks:{kernel}",
         for_backend=_device_kernels,
         table="scale",
+        needless=_past_envelope,
     )
 
 
