@@ -22,10 +22,18 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . > "$W/install.log"
 export PYTHONPATH=/tmp/samp/fi:$SITE:/tmp/samp/whl
 export DDTREE_IMPLS=$(ls -d /tmp/samp/impls/*/ | sed 's#/$##' | paste -sd:)
 start=$SECONDS
+# the KV-cache kernels import SGLang's memory pool, which needs the host's flashinfer (not the headers-only package the
+# sampling JIT reads): their cells run in a second sweep appended to the same file, without it
+COMMIT="assign_req_to_token or move_kv"
 timeout -s INT "${STEP_S:-330}" python3 -m ddtree_compat sweep --tier device --profile scale -n "${WORKERS:-3}" --timeout 200 \
   --tests tests/kernels/test_scale.py --out-dir "$W" --name scale ${VOCAB:+--vocab "$VOCAB"} -- --ddtree-static=off \
-  > "$W/scale.log" 2>&1
+  -k "not ($COMMIT)" > "$W/scale.log" 2>&1
 echo "sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
+start=$SECONDS
+PYTHONPATH=$SITE:/tmp/samp/whl timeout -s INT "${COMMIT_S:-90}" python3 -m ddtree_compat sweep --tier device \
+  --profile scale -n 1 --timeout 200 --tests tests/kernels/test_scale.py --out-dir "$W" --name scale --append \
+  -- --ddtree-static=off -k "$COMMIT" > "$W/scale-kv.log" 2>&1
+echo "KV sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
 start=$SECONDS
 timeout -s INT "${ENVELOPE_S:-150}" python3 -m ddtree_compat envelope "$W/scale.jsonl" --cases-dir "$W/probes" \
   --max-probes "${PROBES:-40}" --timeout 120 > "$W/envelope.txt" 2>&1
