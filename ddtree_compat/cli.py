@@ -482,7 +482,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     (case,) = record.backend_cases(backend, (case,))  # e.g. a backend without tile choices runs it natively
     label = record.label_of(case)
     target = targets[args.gpu] if tier == "device" else targets[0]
-    reason = contract.unavailable(backend, label, target, case)
+    from .plugin.cells import judged_by
+
+    reason = contract.unavailable(backend, label, target, case if judged_by(contract.base_name(label), label, case) else None)
     if reason:
         print(f"skip: {backend.name} on {target.id}: {reason}")
         return Exit.OK if args.allow_skip else Exit.NOTHING_RAN
@@ -504,6 +506,7 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     import tempfile
 
     from .families.scale.envelope import envelopes, probe
+    from .faults import classify
     from .results import ResultRecord, ResultsWriter, check_appendable, cut_torn_tail, environment, load
 
     path = Path(args.results)
@@ -530,6 +533,7 @@ def cmd_envelope(args: argparse.Namespace) -> int:
                 writer = writer or ResultsWriter(path, environment("device", "scale"))
                 writer.write(ResultRecord(kernel=env.kernel, tier="device", backend=env.backend, arch=env.arch,
                                           case_id=case.id, outcome=outcome, **case.coordinates(),
+                                          fault_class=classify(text) if outcome == "fault" else None,
                                           duration_s=time.time() - start, message=text[-2000:] if outcome != "pass"
                                           else "", case_path=str(case_path) if args.cases_dir else "",
                                           nodeid=" ".join(cmd)))

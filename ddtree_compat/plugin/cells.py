@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from ..contract.record import base_name
 from ..outcomes import Verdict
 from ..tiers import Target
 from .session import GRAPH_NEEDS_DEVICE, suite
@@ -114,11 +113,13 @@ def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[
     launches (a label that is no record's, like ``verify_commit@graph``, needs them all)."""
     from ..contract import implementation, kernels_of, unavailable
 
+    from ..contract import base_name
+
     launched = needs or (base_name(kernel),)
     missing = [k for k in launched if k not in kernels_of(backend)]
     if missing:
         return f"{backend.name} has no {', '.join(missing)} kernel"
-    reason = next(filter(None, (unavailable(backend, k, target, case if _judged_by(k, kernel, case) else None)
+    reason = next(filter(None, (unavailable(backend, k, target, case if judged_by(k, kernel, case) else None)
                                 for k in launched)), None)
     if not reason and kernel.endswith("@graph"):
         if target.tier != "device":
@@ -134,10 +135,11 @@ def records_get(kernel: str):
     return records.get(kernel)
 
 
-def _judged_by(kernel: str, label: str, case) -> bool:
+def judged_by(kernel: str, label: str, case) -> bool:
     """Whether a backend's refusal rule for ``kernel`` is asked about ``case``: the cell's own kernel, with a case of
     that kernel's family (a deployment-shape cell of ``move_kv`` is no commit case: its checks refuse for it)."""
     from .. import records
+    from ..contract import base_name
 
     record = records.get(kernel)
     return kernel == base_name(label) and (record is None or isinstance(case, record.case_type))

@@ -114,7 +114,7 @@ def summarize(results: Results) -> Summary:
         if r.outcome == "skip":
             s.skips[(col, r.message)] += 1
         if r.outcome == "fault":
-            s.faults[(col, r.fault_class)] += 1
+            s.faults[(col, r.fault_class or "unclassified")] += 1
         if r.known_issue and st != "skip":
             s.known[(r.known_issue, col, st)] += 1
         if st in FAILED:

@@ -65,7 +65,7 @@ def test_the_report_has_the_envelope_table_and_picture():
 
 
 def test_a_cell_past_its_shapes_first_failure_in_this_run_need_not_run(tmp_path):
-    from ddtree_compat.families.scale.envelope import past_envelope
+    from ddtree_compat.families.scale.records import past_envelope
 
     path = tmp_path / "r.jsonl"
     lines = [_cell(509, "fault"), _cell(300, "pass"), _cell(20, "error")]

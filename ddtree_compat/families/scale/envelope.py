@@ -12,10 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from .records import SUFFIX, ScaleCase
-
-BAD = ("wrong", "zero-accept", "fault")
-"""The kernel's failures (an ``error`` is the suite's own: it bounds no envelope)."""
+from .records import BAD, SUFFIX, ScaleCase
 
 
 @dataclass(frozen=True)
@@ -89,36 +86,6 @@ def envelopes(records: Iterable) -> list[Envelope]:
                             (bad.case_path or bad.nodeid) if bad else "", max((r.batch for r in ran), default=0),
                             len(ran), len(skipped), skipped[0].message[:200] if skipped else ""))
     return out
-
-
-def past_envelope(results_path: str | None, coords: dict) -> str | None:
-    """Why a deployment-shape cell need not run: a smaller batch of its kernel x backend x arch x shape already
-    failed in this run's results file (the envelope's first failing batch is known; a larger batch of the same
-    shape is past it, and each fault costs a fresh worker). ``None``: run it."""
-    import json
-
-    if not results_path:
-        return None
-    key = (coords["kernel"], coords["backend"], coords["arch"], coords["shape"])
-    first = None
-    try:
-        with open(results_path, encoding="utf-8") as f:
-            for line in f:
-                if '"result"' not in line or SUFFIX not in line:
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue  # a torn last line
-                if (r.get("kind") == "result" and (r.get("kernel"), r.get("backend"), r.get("arch"), r.get("shape"))
-                        == key and r.get("outcome") in BAD and (first is None or r["batch"] < first[0])):
-                    first = (r["batch"], r["outcome"])
-    except OSError:
-        return None
-    if first is None or first[0] >= coords["batch"]:
-        return None
-    return (f"past the envelope: batch {first[0]} of this shape already failed ({first[1]}) in this run; the larger "
-            "batches of a shape run only up to its first failure")
 
 
 def probe(env: Envelope) -> int | None:

@@ -21,6 +21,8 @@ from . import boundaries as bd
 SCHEMA = "ddtree-compat/scale-case/1"
 SUFFIX = "@scale"
 ORIGINS = ("derived", "bisect")
+BAD = ("wrong", "zero-accept", "fault")
+"""The kernel's failures (an ``error`` is the suite's own: it bounds no envelope)."""
 SLICE = bd.Shape(vocab=248320, budget=16, context=1048576)
 """The default profiles' slice: the field's model family's vocabulary, budget 16, a 1M context."""
 
@@ -152,18 +154,42 @@ def scale_cases(kernel: str, profile: str, vocabs: tuple[int, ...] = ()) -> tupl
     return tuple(ScaleCase.of(b) for b in cells[:2])
 
 
+def past_envelope(results_path: str | None, coords: dict) -> str | None:
+    """Why a deployment-shape cell need not run: a smaller batch of its kernel x backend x arch x shape already
+    failed in this run's results file (the envelope's first failing batch is known; a larger batch of the same
+    shape is past it, and each fault costs a fresh worker). ``None``: run it."""
+    import json
+
+    if not results_path:
+        return None
+    key = (coords["kernel"], coords["backend"], coords["arch"], coords["shape"])
+    first = None
+    try:
+        with open(results_path, encoding="utf-8") as f:
+            for line in f:
+                if '"result"' not in line or SUFFIX not in line:
+                    continue
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue  # a torn last line
+                if (r.get("kind") == "result" and (r.get("kernel"), r.get("backend"), r.get("arch"), r.get("shape"))
+                        == key and r.get("outcome") in BAD and (first is None or r["batch"] < first[0])):
+                    first = (r["batch"], r["outcome"])
+    except OSError:
+        return None
+    if first is None or first[0] >= coords["batch"]:
+        return None
+    return (f"past the envelope: batch {first[0]} of this shape already failed ({first[1]}) in this run; the larger "
+            "batches of a shape run only up to its first failure")
+
+
 def _device_kernels(backend, cases: tuple) -> tuple:
     """A scale cell measures a device kernel: a backend's host reference (Python over host tensors) gets none."""
     from ...contract import implementation
 
     impl = implementation(backend, cases[0].kernel) if cases else None
     return () if impl is None or impl.runtime == "host" else cases
-
-
-def _past_envelope(results_path, coords: dict) -> str | None:
-    from .envelope import past_envelope
-
-    return past_envelope(results_path, coords)
 
 
 def _record(kernel: str) -> KernelRecord:
@@ -176,7 +202,7 @@ def _record(kernel: str) -> KernelRecord:
         run=f"ddtree_compat.families.scale.checks:{kernel}",
         for_backend=_device_kernels,
         table="scale",
-        needless=_past_envelope,
+        needless=lambda path, coords: past_envelope(path, coords),
     )
 
 
