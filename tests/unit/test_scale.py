@@ -127,7 +127,7 @@ def _references():
 
     return {"tree_speculative_sampling": OracleBackend, "chain_speculative_sampling": OracleBackend,
             "verify_tree_greedy": OracleBackend, "assign_req_to_token": OracleBackend, "move_kv": OracleBackend,
-            "ddtree_sample": DDTreeReference, "ddtree_fa_full": DDTreeReference}
+            "ddtree_sample": DDTreeReference, "ddtree_fa_full": DDTreeReference, "verify_attention": OracleBackend}
 
 
 SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, vocab=64, budget=3),
@@ -136,7 +136,8 @@ SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, 
          "verify_tree_greedy": ScaleCase("verify_tree_greedy", 5, budget=7),
          "assign_req_to_token": ScaleCase("assign_req_to_token", 5, context=64),
          "move_kv": ScaleCase("move_kv", 3, context=40),
-         "ddtree_fa_full": ScaleCase("ddtree_fa_full", 4, budget=3, context=24)}
+         "ddtree_fa_full": ScaleCase("ddtree_fa_full", 4, budget=3, context=24),
+         "verify_attention": ScaleCase("verify_attention", 4, budget=3, context=20)}
 
 
 def test_every_kernel_with_scale_cells_has_a_small_case_here():
@@ -161,7 +162,7 @@ class _Wrapping:
         if name not in bd.KERNELS:
             return method
 
-        def call(*args):
+        def call(*args, **kwargs):
             args = list(args)
             t = args[self.arg]
             flat = t.reshape(-1)
@@ -169,10 +170,10 @@ class _Wrapping:
                 seen = flat.clone()
                 seen[self.limit:] = flat[:flat.numel() - self.limit]
                 args[self.arg] = seen.view(t.shape)
-                return method(*args)
+                return method(*args, **kwargs)
             scratch = flat.clone()
             args[self.arg] = scratch.view(t.shape)
-            method(*args)
+            method(*args, **kwargs)
             changed = (scratch != flat).nonzero().flatten()
             wrapped = torch.where(changed >= self.limit, changed - self.limit, changed)
             flat[wrapped] = scratch[changed]
@@ -181,7 +182,8 @@ class _Wrapping:
 
 
 WRAPPED = {"tree_speculative_sampling": (9, False), "chain_speculative_sampling": (9, False),
-           "ddtree_sample": (0, False), "assign_req_to_token": (1, True), "ddtree_fa_full": (4, True)}
+           "ddtree_sample": (0, False), "assign_req_to_token": (1, True), "ddtree_fa_full": (4, True),
+           "verify_attention": (5, False)}
 """Per kernel, the argument whose offsets wrap (the probabilities, req_to_token, the page table) and whether the
 kernel writes it."""
 

@@ -19,6 +19,9 @@ The shapes, as the systems under test allocate them (facts read from their code,
   a pool that serves ``bs`` requests of ``context`` tokens holds ``bs * context`` tokens;
 * the FlashAttention tree-verify page table ``[bs * q, context + q]`` int32 (rancy-ddtree's
   ``build_ddtree_fa_full_metadata_triton``; ``docs/ddtree-impls.md``);
+* verify attention: the KV pool as above (a request's prefix of ``context`` tokens in it, the pool's last requests
+  past 2^31 elements) and the tree mask ``[sum of q * (context + q)]`` (SGLang's ``custom_mask``, flattened per
+  request, ``eagle_info.py`` / ``triton_backend.py``);
 * the tree verify's ``[bs, q]`` int64 tree tensors (``verify_tree_greedy``): no boundary within any deployment's
   batch; its cells sit at the top of the range instead.
 """
@@ -90,6 +93,11 @@ TREE_TENSORS = Indexed("candidates", lambda s, bs: (bs, s.q), 8)
 REQ_TO_TOKEN = Indexed("req_to_token", lambda s, bs: (bs + 1, s.context), 4)
 K_BUFFER = Indexed("k_buffer", lambda s, bs: (bs * s.context + s.page_size, _KV_HEADS, _HEAD_DIM), _KV_BYTES,
                    byte_offsets=True)
+ATTN_HEADS = 32
+"""Query heads of the verify-attention cells (GQA over :data:`KV_LAYOUT`'s 8 KV heads: Llama 3 8B / Qwen3 8B)."""
+KV_POOL = Indexed("k_buffer", lambda s, bs: (bs * s.context + s.page_size, _KV_HEADS, _HEAD_DIM), _KV_BYTES)
+V_POOL = Indexed("v_buffer", lambda s, bs: (bs * s.context + s.page_size, _KV_HEADS, _HEAD_DIM), _KV_BYTES)
+TREE_MASK = Indexed("custom_mask", lambda s, bs: (bs * s.q * (s.context + s.q),), 1)
 FA_PAGE_TABLE = Indexed("page_table", lambda s, bs: (bs * s.q, s.context + s.q), 4)
 
 
@@ -120,6 +128,7 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("assign_req_to_token", (REQ_TO_TOKEN,), ("context",)),
     Kernel("move_kv", (K_BUFFER,), ("context",)),
     Kernel("ddtree_fa_full", (FA_PAGE_TABLE, REQ_TO_TOKEN), ("budget", "context")),
+    Kernel("verify_attention", (KV_POOL, V_POOL, TREE_MASK), ("budget", "context")),
 )}
 """Every kernel with scale cells, by the backend method it calls."""
 

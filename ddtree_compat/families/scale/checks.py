@@ -351,3 +351,69 @@ def ddtree_fa_full(case: ScaleCase, backend, device: str):
         return problems + arena(device).damaged()
 
     return judge
+
+
+def attention_value(b, h, d):
+    """The V row every token of request ``b`` holds at KV head ``h``, dim ``d``: a multiple of 1/16 in [-15/16, 15/16]
+    (exact in bf16), different between neighbouring requests."""
+    return ((b * 7 + h * 3 + d) % 31 - 15) / 16
+
+
+ATTENTION_TOLERANCE = 2 ** -6
+"""Absolute tolerance of an output element: the softmax weights of identical V rows sum to 1 within float32
+rounding, so the output is the row itself to bf16 precision (2^-8 near 1); a row read from another request differs
+by at least 1/16."""
+
+
+@scale_check
+def verify_attention(case: ScaleCase, backend, device: str):
+    """Verify attention over a pool of ``bs * context`` tokens: request ``b``'s prefix fills slots
+    ``b * context ..`` (the last requests' slots past the boundary), its tree is a chain (row ``i`` sees the prefix
+    and tree rows ``0..i``); K is zero and every V row of request ``b`` is :func:`attention_value`, so every output
+    row of request ``b`` is that row whatever the weights: every row judged, no reference attention."""
+    from .boundaries import ATTN_HEADS, KV_LAYOUT
+
+    kv_heads, dim, _ = KV_LAYOUT
+    bs, q, ctx = case.batch, case.q, case.context
+    pool = bs * ctx + 1
+    dtype = torch.bfloat16
+    t = arena(device).take([("k_buffer", (pool, kv_heads, dim), dtype), ("v_buffer", (pool, kv_heads, dim), dtype),
+                            ("custom_mask", (bs * q * (ctx + q),), torch.bool), ("q", (bs * q, ATTN_HEADS, dim), dtype),
+                            ("k", (bs * q, kv_heads, dim), dtype), ("v", (bs * q, kv_heads, dim), dtype),
+                            ("o", (bs * q, ATTN_HEADS, dim), dtype), ("kv_indices", (bs * ctx,), I64)])
+    b = torch.arange(bs, device=device).view(bs, 1, 1)
+    h = torch.arange(kv_heads, device=device).view(1, kv_heads, 1)
+    d = torch.arange(dim, device=device).view(1, 1, dim)
+    rows = attention_value(b, h, d).to(dtype)  # [bs, Hk, D]
+    t["k_buffer"].zero_()
+    t["v_buffer"][:1].zero_()
+    t["v_buffer"][1:].view(bs, ctx, kv_heads, dim).copy_(rows.unsqueeze(1).expand(bs, ctx, kv_heads, dim))
+    t["kv_indices"].copy_(torch.arange(1, pool, dtype=I64, device=device))  # slot 0: the pool's padding slot
+    t["q"].normal_()
+    t["k"].zero_()
+    t["v"].view(bs, q, kv_heads, dim).copy_(rows.unsqueeze(1).expand(bs, q, kv_heads, dim))
+    cols = torch.arange(ctx + q, device=device).view(1, -1)
+    block = cols < (ctx + 1 + torch.arange(q, device=device).view(-1, 1))  # [q, ctx + q]: the prefix, the chain
+    t["custom_mask"].view(bs, q * (ctx + q)).copy_(block.flatten().expand(bs, -1))
+    t["o"].fill_(float("nan"))
+    qo_indptr = torch.arange(0, (bs + 1) * q, q, dtype=I32, device=device)
+    kv_indptr = torch.arange(0, (bs + 1) * ctx, ctx, dtype=I32, device=device)
+    mask_indptr = torch.arange(0, (bs + 1) * q * (ctx + q), q * (ctx + q), dtype=I64, device=device)
+    backend.verify_attention(t["q"], t["k"], t["v"], t["o"], t["k_buffer"], t["v_buffer"], qo_indptr, kv_indptr,
+                             t["kv_indices"], t["custom_mask"], mask_indptr, q, dim ** -0.5, page_size=1)
+
+    def judge():
+        group = ATTN_HEADS // kv_heads
+        got = t["o"].view(bs, q, kv_heads, group, dim).float()
+        want = rows.float().view(bs, 1, kv_heads, 1, dim)
+        off = ((got - want).abs() > ATTENTION_TOLERANCE) | got.isnan()
+        bad = off.flatten(1).any(dim=1).nonzero().flatten()
+        if not bad.numel():
+            return arena(device).damaged()
+        r = int(bad[0])
+        first = got[r][off[r]][:4].tolist()
+        return [f"o: {bad.numel()} of {bs} requests' rows differ from their V rows by more than "
+                f"{ATTENTION_TOLERANCE:g} (requests {bad[:4].tolist()}{' ...' if bad.numel() > 4 else ''}; request {r}: "
+                f"got {first}, want {want[r].flatten()[:4].tolist()} ...)"] + arena(device).damaged()
+
+    return judge
