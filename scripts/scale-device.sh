@@ -3,6 +3,8 @@
 # (docs/device-runs.md), from the repo root, after scripts/build-ddtree-carry.sh's parts (with sglang-0.5.23) are
 # staged and set up (scripts/ddtree-device-setup.sh), with .carry/samp/ (scripts/build-sampling-carry.sh) carried:
 #     bash scripts/scale-device.sh OUT
+# Environment: SELECT (a -k expression: only those cells, no KV sweep), WORKERS (default 3), VOCAB, STEP_S, COMMIT_S,
+# ENVELOPE_S, PROBES.
 # SGLang 0.5.23's kernels and each DDTree tree's (their kernel modules from .carry/samp/impls.tar.gz) at every derived
 # boundary, three xdist workers (a cell takes up to ~34 GiB, each worker's arena reuses its own), then `envelope` (the
 # bisection, each probe a replay in its own process) and the report. Writes OUT/scale.tar.gz (the results, the
@@ -27,10 +29,10 @@ start=$SECONDS
 COMMIT="assign_req_to_token or move_kv"
 timeout -s INT "${STEP_S:-330}" python3 -m ddtree_compat sweep --tier device --profile scale -n "${WORKERS:-3}" --timeout 200 \
   --tests tests/kernels/test_scale.py --out-dir "$W" --name scale ${VOCAB:+--vocab "$VOCAB"} -- --ddtree-static=off \
-  -k "not ($COMMIT)" > "$W/scale.log" 2>&1
+  -k "${SELECT:-not ($COMMIT)}" > "$W/scale.log" 2>&1
 echo "sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
 start=$SECONDS
-PYTHONPATH=$SITE:/tmp/samp/whl timeout -s INT "${COMMIT_S:-90}" python3 -m ddtree_compat sweep --tier device \
+[ -n "${SELECT:-}" ] || PYTHONPATH=$SITE:/tmp/samp/whl timeout -s INT "${COMMIT_S:-90}" python3 -m ddtree_compat sweep --tier device \
   --profile scale -n 1 --timeout 200 --tests tests/kernels/test_scale.py --out-dir "$W" --name scale --append \
   -- --ddtree-static=off -k "$COMMIT" > "$W/scale-kv.log" 2>&1
 echo "KV sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
