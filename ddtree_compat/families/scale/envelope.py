@@ -23,7 +23,8 @@ class Envelope:
         verified: the largest batch that passed below every failing one (``None``: none passed).
         first_bad: the smallest batch that did not pass (``None``: every batch that ran passed).
         outcome: ``first_bad``'s outcome; replay: its case file (or pytest node) to replay it.
-        tested: the largest batch that ran; cells: the cells that ran; skipped: the cells that did not (memory).
+        tested: the largest batch that ran; cells: the cells that ran (pass or a kernel failure); skipped: the cells
+            that did not (a skip, or an ``error`` of the suite's own).
     """
 
     kernel: str
@@ -77,8 +78,8 @@ def envelopes(records: Iterable) -> list[Envelope]:
             groups.setdefault((r.kernel, r.backend, r.arch, r.shape), []).append(r)
     out = []
     for (kernel, backend, arch, group), rs in sorted(groups.items()):
-        ran = sorted((r for r in rs if r.outcome != "skip"), key=lambda r: r.batch)
-        skipped = [r for r in rs if r.outcome == "skip"]
+        ran = sorted((r for r in rs if r.outcome == "pass" or r.outcome in BAD), key=lambda r: r.batch)
+        skipped = [r for r in rs if r.outcome not in ("pass", *BAD)]  # skips, and the suite's own errors
         bad = next((r for r in ran if r.outcome in BAD), None)
         passed = [r.batch for r in ran if r.outcome == "pass" and (bad is None or r.batch < bad.batch)]
         out.append(Envelope(kernel, backend, arch, group, max(passed) if passed else None,
