@@ -30,7 +30,7 @@ class SavedCase:
         Raises:
             OSError: the directory cannot be created or written.
         """
-        path = Path(directory) / f"{getattr(self, 'file_stem', self.id)}.json"
+        path = Path(directory) / f"{self.id}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(self.to_json())

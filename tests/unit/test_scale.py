@@ -96,7 +96,7 @@ def test_bad_vocab_values_are_one_line_errors():
 def test_a_scale_case_round_trips_through_json_and_checks_its_fields():
     case = scale_cases("tree_speculative_sampling", "default")[1]
     assert ScaleCase.from_json(case.to_json()) == case
-    assert case.file_stem.startswith("tree_speculative_sampling-")
+    assert case.id.startswith("tree-v248320-b16-bs")
     assert case.coordinates()["shape"] == "v248320-b16"
     with pytest.raises(CaseError, match="kernel"):
         ScaleCase("not_a_kernel", 3).check()
@@ -140,8 +140,10 @@ SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, 
          "verify_attention": ScaleCase("verify_attention", 4, budget=3, context=20)}
 
 
-def test_every_kernel_with_scale_cells_has_a_small_case_here():
-    assert set(SMALL) == set(bd.KERNELS)
+def test_every_kernel_with_scale_cells_has_a_small_case_here_and_a_tag():
+    from ddtree_compat.families.scale.records import TAGS
+
+    assert set(SMALL) == set(bd.KERNELS) == set(TAGS) and len(set(TAGS.values())) == len(TAGS)
 
 
 @pytest.mark.parametrize("kernel", list(bd.KERNELS))

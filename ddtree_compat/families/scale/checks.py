@@ -359,12 +359,6 @@ def ddtree_fa_full(case: ScaleCase, backend, device: str):
     return judge
 
 
-def attention_value(b, h, d):
-    """The V row every token of request ``b`` holds at KV head ``h``, dim ``d``: a multiple of 1/16 in [-15/16, 15/16]
-    (exact in bf16), different between neighbouring requests."""
-    return ((b * 7 + h * 3 + d) % 31 - 15) / 16
-
-
 ATTENTION_TOLERANCE = 2 ** -6
 """Absolute tolerance of an output element: the softmax weights of identical V rows sum to 1 within float32
 rounding, so the output is the row itself to bf16 precision (2^-8 near 1); a row read from another request differs
@@ -375,7 +369,7 @@ by at least 1/16."""
 def verify_attention(case: ScaleCase, backend, device: str):
     """Verify attention over a pool of ``bs * context`` tokens: request ``b``'s prefix fills slots
     ``b * context ..`` (the last requests' slots past the boundary), its tree is a chain (row ``i`` sees the prefix
-    and tree rows ``0..i``); K is zero and every V row of request ``b`` is :func:`attention_value`, so every output
+    and tree rows ``0..i``); K is zero and every V row of request ``b`` is :func:`.oracle.attention_value`, so every output
     row of request ``b`` is that row whatever the weights: every row judged, no reference attention."""
     from .boundaries import ATTN_HEADS, KV_LAYOUT
 
@@ -390,7 +384,7 @@ def verify_attention(case: ScaleCase, backend, device: str):
     b = torch.arange(bs, device=device).view(bs, 1, 1)
     h = torch.arange(kv_heads, device=device).view(1, kv_heads, 1)
     d = torch.arange(dim, device=device).view(1, 1, dim)
-    rows = attention_value(b, h, d).to(dtype)  # [bs, Hk, D]
+    rows = R.attention_value(b, h, d).to(dtype)  # [bs, Hk, D]
     t["k_buffer"].zero_()
     t["v_buffer"][:1].zero_()
     t["v_buffer"][1:].view(bs, ctx, kv_heads, dim).copy_(rows.unsqueeze(1).expand(bs, ctx, kv_heads, dim))

@@ -10,6 +10,8 @@ without a full-size reference. Pure integer rules (they take Python ints, NumPy 
   of ``q`` slots at the end of its context (the row's largest offsets); the slots follow :func:`slot`.
 * the KV copy: rows move from the top of the pool (the largest offsets) to just below, by :func:`move_plan`;
   each source row holds its own slot number.
+* verify attention: every V row of request ``b`` (prefix and tree) is :func:`attention_value`, so each output row is
+  that row whatever the weights;
 * the FlashAttention tree-verify page table: row ``(b, i)`` holds request ``b``'s ``req_to_token`` prefix and then
   its verify slots (:func:`slot`), by the ancestor-only rule of a chain.
 """
@@ -42,3 +44,10 @@ def move_plan(pool_tokens: int, moved: int) -> tuple[int, int]:
     """``(src_start, tgt_start)``: ``moved`` rows read from the pool's last ``moved`` slots and written to the
     ``moved`` slots before them (sources and targets do not overlap)."""
     return pool_tokens - moved, pool_tokens - 2 * moved
+
+
+def attention_value(b, h, d):
+    """Verify attention: the V row every token of request ``b`` holds at KV head ``h``, dim ``d``: a multiple of 1/16
+    in [-15/16, 15/16] (exact in bf16), different between neighbouring requests. With every V row of a request equal,
+    each output row of that request is this row, whatever the attention weights."""
+    return ((b * 7 + h * 3 + d) % 31 - 15) / 16

@@ -23,6 +23,10 @@ SUFFIX = "@scale"
 ORIGINS = ("derived", "bisect")
 BAD = ("wrong", "zero-accept", "fault")
 """The kernel's failures (an ``error`` is the suite's own: it bounds no envelope)."""
+TAGS = {"tree_speculative_sampling": "tree", "chain_speculative_sampling": "chain", "ddtree_sample": "ddsample",
+        "verify_tree_greedy": "greedy", "assign_req_to_token": "r2t", "move_kv": "kvcopy", "ddtree_fa_full": "fafull",
+        "verify_attention": "attn"}
+"""A short tag per kernel, first in a case's id: ids are unique across the kernels (``replay ID`` finds the one)."""
 SLICE = bd.Shape(vocab=248320, budget=16, context=1048576)
 """The default profiles' slice: the field's model family's vocabulary, budget 16, a 1M context."""
 
@@ -66,12 +70,7 @@ class ScaleCase(SavedCase):
 
     @property
     def id(self) -> str:
-        return f"{self.group}-bs{self.batch}-{self.boundary or self.origin}"
-
-    @property
-    def file_stem(self) -> str:
-        """The saved case's file name: the id names no kernel (the cell's id does)."""
-        return f"{self.kernel}-{self.id}"
+        return f"{TAGS.get(self.kernel, self.kernel)}-{self.group}-bs{self.batch}-{self.boundary or self.origin}"
 
     @property
     def label(self) -> str:
