@@ -203,6 +203,7 @@ def _resume_command(args: argparse.Namespace, stem: str) -> str:
     if args.tests != str(KERNEL_TESTS):
         words += ["--tests", args.tests]
     words += [w for b in args.backend or [] for w in ("--backend", b)]
+    words += ["--vocab", ",".join(map(str, args.vocabs))] if getattr(args, "vocabs", ()) else []
     words += ["--fsync"] * args.fsync + (["--sanitize", args.sanitize] if args.sanitize else [])
     words += (["-n", args.workers] if args.workers else []) + (
         ["--timeout", str(args.timeout)] if args.timeout != CELL_TIMEOUT_S else [])
@@ -479,7 +480,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
             raise _as_given(e) from None
         raise DDTreeInputError("--backend", args.backend, e.allowed, e.problem) from None
     record = _replay_record(case, args.kernel, backend)
-    (case,) = record.backend_cases(backend, (case,))  # e.g. a backend without tile choices runs it natively
+    cases = record.backend_cases(backend, (case,))  # e.g. a backend without tile choices runs it natively
+    if not cases:
+        raise DDTreeInputError("--backend", args.backend, "a backend that runs this case's kernel on the device",
+                               f"{backend.name} runs no {record.name} cell (its {record.name.partition('@')[0]} is a "
+                               "host reference)")
+    (case,) = cases
     label = record.label_of(case)
     target = targets[args.gpu] if tier == "device" else targets[0]
     from .plugin.cells import judged_by
@@ -509,17 +515,26 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     from .faults import classify
     from .results import ResultRecord, ResultsWriter, check_appendable, cut_torn_tail, environment, load
 
+    from .arch import detect_gpus
+
     path = Path(args.results)
     check_appendable(path, "results")
+    if not detect_gpus():
+        raise DDTreeInputError("envelope", str(path), "a host with the GPU the results came from",
+                               "no GPU visible: the bisection's probes run the kernels")
     cut_torn_tail(path)
     writer = None
-    probes = 0
+    probes, tried = 0, set()
     with tempfile.TemporaryDirectory(prefix="ddtree-envelope-") as tmp:
         while probes < args.max_probes:
-            todo = [(e, probe(e)) for e in envelopes(load([path]).records) if probe(e) is not None]
+            todo = [(e, probe(e)) for e in envelopes(load([path]).records)
+                    if probe(e) is not None and (e.key, probe(e)) not in tried]
             if not todo:
                 break
             for env, batch in todo:
+                if probes >= args.max_probes:
+                    break
+                tried.add((env.key, batch))
                 case = env.case_at(batch)
                 case_path = case.save(args.cases_dir or tmp)
                 cmd = [sys.executable, "-m", "ddtree_compat", "replay", str(case_path), "--backend", env.backend,
@@ -538,7 +553,8 @@ def cmd_envelope(args: argparse.Namespace) -> int:
                                           else "", case_path=str(case_path) if args.cases_dir else "",
                                           nodeid=" ".join(cmd)))
                 probes += 1
-                print(f"{PROG} envelope: {env.kernel} {env.backend} {env.group} batch {batch}: {outcome}",
+                why = "" if outcome == "pass" else f" ({text.strip().splitlines()[-1][:160] if text.strip() else 'no output'})"
+                print(f"{PROG} envelope: {env.kernel} {env.backend} {env.group} batch {batch}: {outcome}{why}",
                       file=sys.stderr)
     rows = envelopes(load([path]).records)
     for e in rows:
@@ -718,7 +734,8 @@ def build_parser() -> argparse.ArgumentParser:
                                       "in this process", epilog=SEE_EXIT_STATUSES)
     y.add_argument("case", help="case JSON file, or a case id as `cases` and the reports list it")
     y.add_argument("--backend", required=True, help=BACKENDS + " (as the report's replay line names it)")
-    y.add_argument("--profile", default="default", help="the run a case id is looked up in (default: default)")
+    y.add_argument("--profile", default="default", help="the run a case id is looked up in: default, full or scale "
+                                                        "(a deployment-shape cell's id; default: default)")
     y.add_argument("--tier", default="auto", choices=["auto", "interpret", "device"],
                    help="auto: device with a GPU, else interpret (default auto)")
     y.add_argument("--gpu", type=int, default=0, help="GPU index on the device tier")
@@ -740,7 +757,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("cases", help="list a profile's case ids (verify's grid, or a kernel's cases); optionally "
                                      "write each case as JSON", epilog=SEE_EXIT_STATUSES)
-    c.add_argument("--profile", default="default", help="default or full (default: default)")
+    c.add_argument("--profile", default="default", help="default, full or scale (default: default)")
     c.add_argument("--kernel", help="list this kernel's cases (move_kv, ddtree_follow, ...) instead of the verify "
                                     "grid; every id listed replays with replay ID")
     c.add_argument("--write", metavar="DIR", help="also write each case as DIR/ID.json")

@@ -96,3 +96,24 @@ def _no_backend(sess, argnames, needs: tuple[str, ...]):
     if any(getattr(records.get(n), "table", "") == "ddtree" for n in needs) and not sess.implementations:
         reason += f": these are a DDTree implementation's kernels; {NO_IMPLEMENTATION}"
     return pytest.param(*(None,) * len(argnames), id="no-backend", marks=pytest.mark.skip(reason=reason))
+
+
+SCALE_PARAM = "ddtree_scale_case"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``scale`` profile runs the deployment-shape cells alone: the cells of tests that bring their own cases (a
+    CUDA-graph replay, a property test) and the static tier's tests are deselected, said as pytest's ``deselected``."""
+    sess = active(config)
+    if sess is None or sess.profile != "scale":
+        return
+    from .cells import is_cell_item, item_params
+
+    dropped = [i for i in items if (is_cell_item(i) and SCALE_PARAM not in item_params(i)
+                                    and "ddtree_e2e_cell" not in item_params(i))
+               or i.get_closest_marker("static") is not None]  # the static tier's cells and self-tests: none here
+    if dropped:
+        gone = set(map(id, dropped))
+        items[:] = [i for i in items if id(i) not in gone]
+        config.hook.pytest_deselected(items=dropped)

@@ -162,7 +162,7 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
     envelope = envelope_rows(s)
     if envelope:
         lines += ["## Envelope (deployment shapes: per kernel x shape, the largest batch verified correct and the first "
-                  "that is not; skipped: did not fit this GPU)", ""]
+                  "that is not; skipped: cells that did not run, their reasons under Skips by reason)", ""]
         lines += _table(ENVELOPE_HEADER, envelope, max_rows)
         if envelope_picture:
             lines += ["", f"![envelope: largest batch verified per kernel and shape]({envelope_picture})"]

@@ -254,17 +254,22 @@ def render_envelope(results: Results) -> bytes:
         rows = [e for e in found if e.kernel == kernel]
         labels = [f"{e.backend} · {e.arch} · {e.group}" for e in rows]
         y = np.arange(len(rows))
-        ax.barh(y, [e.verified or 0 for e in rows], color="#3a9d5d", label="largest batch verified")
-        tested = [e.tested if e.first_bad is None else 0 for e in rows]
-        ax.scatter(tested, y, marker="|", color="#1f5f3a", s=80, label="every batch run passed (largest run)")
+        shown = [(i, e.verified) for i, e in enumerate(rows) if e.verified]
+        if shown:
+            ax.barh([i for i, _ in shown], [v for _, v in shown], color="#3a9d5d", label="largest batch verified")
+        clean = [(e.tested, i) for i, e in enumerate(rows) if e.first_bad is None and e.tested]
+        if clean:
+            ax.scatter(*zip(*clean), marker="|", color="#1f5f3a", s=80, label="every batch run passed (largest run)")
         bad = [(e.first_bad, i) for i, e in enumerate(rows) if e.first_bad]
         if bad:
             ax.scatter(*zip(*bad), marker="x", color="#c0392b", s=60, label="first failing batch")
         ax.set_yticks(y, labels, fontsize=6)
-        ax.set_xscale("log")
+        if any(e.verified or e.tested or e.first_bad for e in rows):
+            ax.set_xscale("log")
         ax.set_xlabel("batch (requests)")
         ax.set_title(kernel, fontsize=9, loc="left")
-        ax.legend(fontsize=6, loc="lower right")
+        if shown or clean or bad:
+            ax.legend(fontsize=6, loc="lower right")
     fig.suptitle("Envelope: the largest batch verified correct per kernel x shape", fontsize=11, fontweight="bold")
     buf = io.BytesIO()
     fig.savefig(buf, format="png")

@@ -449,6 +449,9 @@ def _implementations_of(results: Results) -> dict[str, dict]:
 
 def _no_cell(family: str, results: Results) -> str:
     """Why a family has no cell at all in ``results``."""
+    if family not in ("scale", STATIC, E2E) and results.envs and all(
+            e.get("profile") == "scale" for e in results.envs.values()):
+        return "not in the scale profile (the deployment-shape cells alone)"
     if family == "ddtree" and not _implementations_of(results):
         said = [e["not_tested"]["ddtree"] for e in results.envs.values() if (e.get("not_tested") or {}).get("ddtree")]
         return said[0] if said else "no DDTree implementation in these results (--ddtree-impl PATH), or " + SELECTION

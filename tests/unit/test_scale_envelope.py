@@ -77,3 +77,44 @@ def test_a_cell_past_its_shapes_first_failure_in_this_run_need_not_run(tmp_path)
     assert past_envelope(str(path), {**coords, "batch": 400}) is None
     assert past_envelope(str(path), {**coords, "backend": "sglang-triton", "batch": 1018}) is None
     assert past_envelope(None, {**coords, "batch": 1018}) is None
+
+
+def test_a_failure_past_everything_the_baseline_ran_is_no_shrink():
+    before = envelopes([_cell(508, "pass")])[0]
+    assert shrunk(before, envelopes([_cell(508, "pass"), _cell(1015, "wrong")])[0]) is None
+    assert "verified to 508" in shrunk(before, envelopes([_cell(300, "pass"), _cell(500, "fault")])[0])
+    nothing_ran = envelopes([_cell(508, "skip", message="does not fit")])[0]
+    assert shrunk(nothing_ran, envelopes([_cell(10, "fault")])[0]) is None
+
+
+def test_envelope_needs_a_gpu_and_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    from ddtree_compat import arch
+    from ddtree_compat.cli import main
+
+    monkeypatch.setattr(arch, "detect_gpus", lambda: [])
+    path = tmp_path / "r.jsonl"
+    path.write_text("")
+    assert main(["envelope", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no GPU visible" in err[0]
+    assert path.read_text() == ""  # nothing written
+
+
+def test_a_scale_case_on_a_host_reference_is_bad_input_not_a_crash(tmp_path, capsys):
+    from ddtree_compat.cli import main
+
+    case = ScaleCase("tree_speculative_sampling", 3, 64, 3)
+    path = case.save(tmp_path)
+    assert main(["replay", str(path), "--backend", "oracle", "--tier", "interpret"]) == 2
+    assert "host reference" in capsys.readouterr().err
+
+
+def test_the_resume_command_keeps_the_vocabularies():
+    import argparse
+
+    from ddtree_compat.cli import KERNEL_TESTS, _resume_command
+
+    args = argparse.Namespace(out_dir="out", tier="auto", profile_given=True, profile="scale", tests=str(KERNEL_TESTS),
+                              backend=None, vocabs=(151936,), fsync=False, sanitize=None, workers=None, timeout=None,
+                              pytest_args=[])
+    assert "--vocab 151936" in _resume_command(args, "stem")

@@ -73,8 +73,11 @@ def _rows_differ(name: str, got: torch.Tensor, want: torch.Tensor) -> list[str]:
         return []
     first = bad[:4].tolist()
     r = first[0]
+    g, w = got[r].flatten(), want[r].flatten()
+    cols = (g != w).nonzero().flatten()[:4].tolist()
+    shown = ", ".join(f"[{c}] {g[c].item()} want {w[c].item()}" for c in cols)
     return [f"{name}: {bad.numel()} of {got.shape[0]} rows differ (rows {first}{' ...' if bad.numel() > 4 else ''}; "
-            f"row {r}: got {got[r].flatten()[:6].tolist()}, want {want[r].flatten()[:6].tolist()})"]
+            f"row {r} of {g.numel()} elements: {shown})"]
 
 
 def _chain(bs: int, q: int, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

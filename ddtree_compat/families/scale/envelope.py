@@ -97,10 +97,14 @@ def probe(env: Envelope) -> int | None:
 
 
 def shrunk(before: Envelope, after: Envelope) -> str | None:
-    """Why ``after`` is a smaller envelope than ``before`` (a regression of the upgrade gate), or ``None``."""
-    if after.first_bad is not None and (before.first_bad is None or after.first_bad < before.first_bad):
-        was = f"first failing batch {before.first_bad}" if before.first_bad else f"verified to {before.tested}"
-        return f"{after.outcome} at batch {after.first_bad} (was: {was})"
-    if (before.verified or 0) > (after.verified or 0) and after.first_bad is not None:
-        return f"verified to {after.verified} (was {before.verified})"
+    """Why ``after`` is a smaller envelope than ``before`` (a regression of the upgrade gate), or ``None``: ``after``
+    fails at a batch the baseline verified, or below the baseline's own first failure. A failure past everything the
+    baseline ran is not a shrink (the baseline never tested there), nor is a shape the baseline ran no cell of."""
+    if after.first_bad is None or not before.cells:
+        return None
+    safe = before.verified if before.first_bad is not None else before.tested
+    if safe is not None and after.first_bad <= safe:
+        return f"{after.outcome} at batch {after.first_bad} (the baseline verified to {safe})"
+    if before.first_bad is not None and after.first_bad < before.first_bad:
+        return f"{after.outcome} at batch {after.first_bad} (the baseline first failed at {before.first_bad})"
     return None
