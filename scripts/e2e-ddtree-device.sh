@@ -11,6 +11,9 @@
 #      triton, flashinfer, fa3; one that cannot serve is a skip saying why), poison target, padded graph batches
 #   s: rancy-ddtree-v2, profile `sampling` (requests at temperature 1, top-k 71, top-p 0.5; the planted skew
 #      --speculative-accept-threshold-single=0 must be recorded `wrong`), on triton
+#   x: rancy-ddtree-v2, profile `scale` (deployment concurrency: up to 512 requests at once, the tiny target padded
+#      to the 248320 vocabulary; DDTREE B 16 and 64, DFLASH block 16; greedy and top-p 0.5), on triton
+#   y: rancy-ddtree, profile `scale`, on triton
 #   m: rancy-ddtree-v2, the mask's negative control: tests/e2e/planted_mask/ first on PYTHONPATH flips one
 #      visibility bit in compile_ddtree_tree; `-k ddtree-b16` on triton; its cells must be recorded `wrong`
 # Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d, s default `triton`, the backend they were run on
@@ -28,13 +31,14 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
 export DDTREE_E2E_MEM_FRACTION=${DDTREE_E2E_MEM_FRACTION:-0.5}  # a cap (--max-total-tokens) bounds the pool
 declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=rancy-ddtree-v2 [p]=rancy-ddtree-v2
-                 [m]=rancy-ddtree-v2 [s]=rancy-ddtree-v2)
+                 [m]=rancy-ddtree-v2 [s]=rancy-ddtree-v2 [x]=rancy-ddtree-v2 [y]=rancy-ddtree)
 declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary [p]=ddtree-smoke [m]=ddtree-smoke
-                    [s]=sampling)
-declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13)
+                    [s]=sampling [x]=scale [y]=scale)
+declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=3 [y]=3)
 declare -A ATTN=([a]=${E2E_ATTENTION_A:-triton} [b]=${E2E_ATTENTION_B:-triton} [c]=${E2E_ATTENTION_C:-triton}
                  [d]=${E2E_ATTENTION_D:-triton} [p]=${E2E_ATTENTION_P:-default,triton,flashinfer,fa3}
-                 [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton})
+                 [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton} [x]=${E2E_ATTENTION_X:-triton}
+                 [y]=${E2E_ATTENTION_Y:-triton})
 declare -A SELECT=([m]="ddtree-b16" [s]="${E2E_K_S:-}")
 pids=()
 for s in ${E2E_SESSIONS:-a b c}; do

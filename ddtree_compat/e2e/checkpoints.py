@@ -58,6 +58,10 @@ from pathlib import Path
 
 import torch
 
+REAL_VOCAB = 248320
+"""The field's model family's vocabulary (Qwen3.5 / 3.6): the ``scale`` e2e profile's :attr:`TinyShape.served_vocab`
+(its embedding and ``lm_head`` are 248320 x 128 in bf16, about 64 MB each)."""
+
 POISON_DIM = 96
 """Embedding dim set only on the poison token (the target's poison head reads its key and value from it)."""
 
@@ -120,10 +124,20 @@ class TinyShape:
     max_positions: int = 2048
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-6
+    vocab_pad: int = 0
 
     @property
     def vocab(self) -> int:
+        """The code's tokens ``NA * NB``: every token a request or the target ever holds."""
         return self.digits_a * self.digits_b
+
+    @property
+    def served_vocab(self) -> int:
+        """The checkpoints' ``vocab_size``: the code's tokens, then :attr:`vocab_pad` padding tokens whose embedding
+        and ``lm_head`` rows are zero (logit 0 under every model: never a greedy choice, never in a top-p 0.5 set).
+        A real vocabulary's size (:data:`REAL_VOCAB`) puts the verify's ``[bs, q, V]`` tensors and the samplers at
+        a deployment's shape while the greedy function stays the code's."""
+        return self.vocab + self.vocab_pad
 
     def __post_init__(self):
         if self.hidden < self.digits_a + self.digits_b:
@@ -300,7 +314,7 @@ def target_tensors(shape: TinyShape, seed: int = 0, poison: bool = True) -> dict
         poison_head(shape, out, f"model.layers.{shape.target_layers - 1}")
     out["model.norm.weight"] = torch.ones(shape.hidden)
     out["lm_head.weight"] = successor_head(shape)
-    return out
+    return _padded_vocab(out, shape)
 
 
 def eagle_tensors(shape: TinyShape, agree: Agreement, seed: int = 1) -> dict[str, torch.Tensor]:
@@ -318,7 +332,7 @@ def eagle_tensors(shape: TinyShape, agree: Agreement, seed: int = 1) -> dict[str
     if h > BIAS_DIM:
         out["fc.bias"][BIAS_DIM] = POISON_DRAFT_LOGIT  # the poison token's logit, through the target's head
     out["lm_head.weight"] = successor_head(shape)
-    return out
+    return _padded_vocab(out, shape)
 
 
 def standalone_tensors(shape: TinyShape, agree: Agreement, layers: int = 1, seed: int = 2) -> dict[str, torch.Tensor]:
@@ -336,13 +350,26 @@ def standalone_tensors(shape: TinyShape, agree: Agreement, layers: int = 1, seed
         out.update(_layer(shape, f"model.layers.{i}", gen, qk_norm=True))
     out["model.norm.weight"] = torch.full((shape.hidden,), DRAFT_LOGIT_SCALE / gain)
     out["lm_head.weight"] = head
-    return out
+    return _padded_vocab(out, shape)
+
+
+def padded(rows: torch.Tensor, shape: TinyShape) -> torch.Tensor:
+    """An embedding or ``lm_head`` of the code's ``V`` rows, with :attr:`TinyShape.vocab_pad` zero rows after."""
+    if not shape.vocab_pad:
+        return rows
+    return torch.cat([rows, torch.zeros(shape.vocab_pad, rows.shape[1], dtype=rows.dtype)])
+
+
+def _padded_vocab(tensors: dict[str, torch.Tensor], shape: TinyShape) -> dict[str, torch.Tensor]:
+    """Every embedding and ``lm_head`` of ``tensors`` padded to :attr:`TinyShape.served_vocab` rows."""
+    return {name: padded(t, shape) if name.endswith(("embed_tokens.weight", "lm_head.weight")) else t
+            for name, t in tensors.items()}
 
 
 def _shape_fields(shape: TinyShape, layers: int) -> dict:
     """The ``config.json`` fields a Qwen3 and a Llama (EAGLE) config take from the tiny shape alike."""
     return {
-        "vocab_size": shape.vocab,
+        "vocab_size": shape.served_vocab,
         "hidden_size": shape.hidden,
         "intermediate_size": shape.intermediate,
         "num_hidden_layers": layers,

@@ -54,7 +54,7 @@ from .attention import SGLANG_CHOICE, TARGET_ATTENTION, parse_attention
 from .expect import PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase, rounds_for
 from .sampling import TOKENS_PER_CELL, Sampling
 
-PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree", "sampling")
+PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree", "sampling", "scale")
 NONE = "NONE"
 DDTREE = "DDTREE"
 START_TOKEN = 7
@@ -396,9 +396,28 @@ _SAMPLING = [  # temperature 1 (the law), top-k 71 (the far tokens cut), top-p 0
     _sampled(_ddtree(15, "always", False), T1),
     _sampled(_ddtree(32, "always", False), T1),
 ]
+_SCALE = [  # deployment concurrency at a real vocabulary (SCALE_SHAPE): greedy, and top-p 0.5 (judged as greedy)
+    _ddtree(16, "always", True),
+    _ddtree(64, "always", True),
+    _dflash(16, "always", True),
+    _sampled(_ddtree(16, "always", True), T1_P05),
+    _sampled(_dflash(16, "always", True), T1_P05),
+]
+SCALE_CONCURRENCY = (1, 64, 256, 512)
+"""The ``scale`` profile's phases: a few hundred requests at once, ``--max-running-requests`` and the CUDA-graph
+batch sizes raised to the largest (:mod:`.command`); the largest phase that serves losslessly is the verdict."""
+SCALE_SHAPE = ck.TinyShape(vocab_pad=ck.REAL_VOCAB - ck.TinyShape().vocab)
+"""The ``scale`` profile's checkpoints: the tiny code padded to the field's vocabulary, 248320."""
+
+
+def shape_for(profile: str) -> ck.TinyShape:
+    """The tiny checkpoints' shape of an e2e profile: :data:`SCALE_SHAPE` for ``scale``, else the default."""
+    return SCALE_SHAPE if profile == "scale" else ck.TinyShape()
+
+
 _PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDTREE, "ddtree-boundary": _DDTREE_BOUNDARY,
              "ddtree-smoke": _DDTREE_SMOKE,
-             "dflash-ddtree": _DFLASH_DDTREE, "sampling": _SAMPLING}
+             "dflash-ddtree": _DFLASH_DDTREE, "sampling": _SAMPLING, "scale": _SCALE}
 
 
 def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
@@ -415,8 +434,8 @@ def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
     """
     if profile not in PROFILES:
         raise ValueError(f"e2e profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    attention = (SGLANG_CHOICE,) if profile == "sampling" and not attention else parse_attention(attention)
-    conc = (1, 4, 8) if profile == "full" else (1, 4)
+    attention = (SGLANG_CHOICE,) if profile in ("sampling", "scale") and not attention else parse_attention(attention)
+    conc = {"full": (1, 4, 8), "scale": SCALE_CONCURRENCY}.get(profile, (1, 4))
     out = [replace(c, id=f"{c.id}-attn-{a}", attention=a, phases=_config_phases(c, conc, shape.vocab))
            for c in _PROFILES[profile] for a in attention]
     longest = max(r.max_new_tokens for c in out if not c.distribution for p in c.phases for r in p.requests)

@@ -127,7 +127,10 @@ def e2e_session(config: pytest.Config):
         root = Path(sess.e2e_dir)
         if in_xdist_worker(config):  # each worker starts its own servers: its own checkpoints, logs, timeline
             root = root / config.workerinput["workerid"]
-        sess.e2e_session = E2ESession(root, sess.e2e_configs, sess.gpus, started=started)
+        from ..e2e.configs import e2e_profile, shape_for
+
+        sess.e2e_session = E2ESession(root, sess.e2e_configs, sess.gpus, shape_for(e2e_profile(sess.profile)),
+                                      started=started)
         sess.e2e_session.select(sess.e2e_selected, planned=not in_xdist_worker(config))
         config.add_cleanup(sess.e2e_session.close)
     return sess.e2e_session

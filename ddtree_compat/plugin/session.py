@@ -134,11 +134,10 @@ class Suite:
         """The e2e tier's server configurations (:func:`ddtree_compat.e2e.configs.plan` of the profile, on each
         backend of :attr:`e2e_attention`), planned once per process: collection parametrizes them and the session
         launches them."""
-        from ..e2e.configs import e2e_profile, plan
+        from ..e2e.configs import e2e_profile, plan, shape_for
 
-        if e2e_profile(self.profile) == "scale":
-            return []
-        return plan(e2e_profile(self.profile), attention=self.e2e_attention)
+        profile = e2e_profile(self.profile)
+        return plan(profile, shape_for(profile), attention=self.e2e_attention)
 
     def e2e_arch(self) -> str:
         """The arch the e2e servers run on (the first visible GPU), ``nogpu`` without one."""

@@ -1,0 +1,60 @@
+"""The e2e ``scale`` profile's checkpoints and plan: the tiny target padded to the field's vocabulary (248320 rows of
+embedding and ``lm_head``, the padding zero) keeps its greedy function and its drafts their agreement, and the plan
+serves a few hundred requests at once with ``--max-running-requests`` raised to them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ddtree_compat.e2e import checkpoints as ck
+from ddtree_compat.e2e.configs import PROFILES, SCALE_CONCURRENCY, SCALE_SHAPE, plan, prompt, shape_for
+from ddtree_compat.e2e.forward import CausalLM, EagleDraft
+
+
+def test_the_scale_shape_serves_the_field_vocabulary_with_the_same_code():
+    assert SCALE_SHAPE.served_vocab == ck.REAL_VOCAB == 248320
+    assert SCALE_SHAPE.vocab == ck.TinyShape().vocab and shape_for("scale") is SCALE_SHAPE
+    assert shape_for("default") == ck.TinyShape() and "scale" in PROFILES
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    root = tmp_path_factory.mktemp("scale-ckpt")
+    target = ck.write_target(root, SCALE_SHAPE)
+    from ddtree_compat.e2e.drafts import write_draft
+
+    eagle = write_draft(root, ck.DraftSpec(ck.EAGLE, ck.ALWAYS), SCALE_SHAPE)
+    return target, eagle
+
+
+def test_the_padded_checkpoint_has_zero_rows_past_the_code(written):
+    target, _ = written
+    cfg, t = ck.load_checkpoint(target)
+    assert cfg["vocab_size"] == 248320
+    for name in ("model.embed_tokens.weight", "lm_head.weight"):
+        assert t[name].shape[0] == 248320
+        assert not t[name][SCALE_SHAPE.vocab:].any()
+    small = ck.target_tensors(ck.TinyShape())
+    assert torch.equal(t["lm_head.weight"][:SCALE_SHAPE.vocab], small["lm_head.weight"].to(t["lm_head.weight"].dtype))
+
+
+def test_greedy_is_still_the_successor_and_no_padding_token_ever_wins(written):
+    target, _ = written
+    lm = CausalLM(target, torch.float32)
+    for j in (0, 5, 13):
+        p = list(prompt(j, SCALE_SHAPE.vocab))
+        out = lm.greedy(p, 3)
+        assert out == [ck.succ(p[-1] + i, SCALE_SHAPE.vocab) for i in range(3)]
+        logits = lm.logits(p)[-1]
+        assert float(logits[SCALE_SHAPE.vocab:].abs().max()) == 0.0 < float(logits.max())
+
+
+def test_the_plan_raises_concurrency_to_a_few_hundred_requests():
+    configs = plan("scale", SCALE_SHAPE)
+    assert configs[0].id == "target"
+    assert {c.max_batch for c in configs} == {max(SCALE_CONCURRENCY)} == {512}
+    algos = {(c.algorithm, c.budget, c.sampling is not None) for c in configs[1:]}
+    assert ("DDTREE", 16, False) in algos and ("DDTREE", 64, False) in algos and ("DDTREE", 16, True) in algos
+    assert all(c.attention == "default" for c in configs[1:])  # SGLang's own attention choice
+    assert all(not c.distribution for c in configs)  # top-p 0.5 leaves the successor alone: judged as greedy
