@@ -9,7 +9,7 @@ import torch
 
 from ddtree_compat.e2e import checkpoints as ck
 from ddtree_compat.e2e.configs import PROFILES, SCALE_CONCURRENCY, SCALE_SHAPE, plan, prompt, shape_for
-from ddtree_compat.e2e.forward import CausalLM, EagleDraft
+from ddtree_compat.e2e.forward import CausalLM
 
 
 def test_the_scale_shape_serves_the_field_vocabulary_with_the_same_code():
