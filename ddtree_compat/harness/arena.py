@@ -29,7 +29,7 @@ def _aligned(n: int) -> int:
 class Arena:
     device: str
     buffer: torch.Tensor | None = None
-    bands: list[tuple[str, int]] = field(default_factory=list)  # (tensor name, band offset)
+    bands: list[tuple[str, int, str]] = field(default_factory=list)  # (tensor name, band offset, before / after)
 
     @property
     def capacity(self) -> int:
@@ -58,20 +58,18 @@ class Arena:
                 n *= d
             self.buffer[start - BAND:start].fill_(CANARY_BYTE)
             self.buffer[start + n * size:_aligned(start + n * size) + BAND].fill_(CANARY_BYTE)
-            self.bands += [(name, start - BAND), (name, start + n * size)]
+            self.bands += [(name, start - BAND, "before"), (name, start + n * size, "after")]
             views[name] = self.buffer[start:start + n * size].view(dtype).view(shape)
         return views
 
     def damaged(self) -> list[str]:
         """One line per tensor whose canary bands changed (an out-of-bounds write)."""
         bad = []
-        for name, start in self.bands:
-            band = self.buffer[start:start + BAND]
-            changed = int((band != CANARY_BYTE).sum())
+        for name, start, side in self.bands:
+            changed = int((self.buffer[start:start + BAND] != CANARY_BYTE).sum())
             if changed:
-                bad.append(f"{name}: {changed} canary byte(s) overwritten "
-                           f"{'before' if (name, start) == next(b for b in self.bands if b[0] == name) else 'after'} it")
-        return sorted(set(bad))
+                bad.append(f"{name}: {changed} canary byte(s) overwritten {side} it")
+        return bad
 
 
 @cache

@@ -200,3 +200,17 @@ def test_offsets_that_wrap_past_a_limit_are_called_wrong_on_the_rows_past_it(ker
     verdict = getattr(C, kernel).judged(case, broken, CPU)
     assert verdict.outcome in ("wrong", "zero-accept"), (name, verdict.message)
     assert "differ" in verdict.message or "nonzero" in verdict.message
+
+
+def test_the_arena_reuses_its_allocation_and_names_a_write_past_a_tensor():
+    from ddtree_compat.harness.arena import Arena
+
+    a = Arena("cpu")
+    t = a.take([("x", (4, 8), torch.float32), ("y", (16,), torch.int64)])
+    first = a.buffer.data_ptr()
+    assert a.damaged() == []
+    a.buffer[a.bands[1][1]] = 0  # the byte just past x
+    assert a.damaged() == ["x: 1 canary byte(s) overwritten after it"]
+    a.take([("z", (2, 2), torch.float32)])
+    assert a.buffer.data_ptr() == first and a.damaged() == []  # smaller: the same allocation, fresh bands
+    assert t["x"].shape == (4, 8) and t["y"].dtype == torch.int64
