@@ -117,12 +117,32 @@ class ResultRecord:
 
 
 def _version(module: str) -> str | None:
+    """The installed distribution's version; else, for a package on ``PYTHONPATH`` without its metadata (the lent
+    GPU host's SGLang carry), the ``__version__`` its ``_version.py`` / ``version.py`` states, read without importing
+    it; ``None`` when neither says."""
     try:
         from importlib.metadata import version
 
         return version(module)
-    except Exception:  # noqa: BLE001 - not installed
+    except Exception:  # noqa: BLE001 - no metadata: look for the package's own version file
+        pass
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec(module.replace("-", "_"))
+    except (ImportError, ValueError):
         return None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        for name in ("_version.py", "version.py"):
+            try:
+                text = (Path(folder) / name).read_text(encoding="utf-8")
+            except OSError:
+                continue
+            found = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text)
+            if found:
+                return found.group(1)
+    return None
 
 
 def environment(tier: str, profile: str, known_issues: dict | None = None,

@@ -315,3 +315,16 @@ def test_check_writable_names_the_option_and_writes_nothing(tmp_path):
     with pytest.raises(ResultsFileError, match="field '--ddtree-results' = .*afile/r.jsonl.*is a file, not a folder"):
         check_writable(tmp_path / "afile" / "r.jsonl", "--ddtree-results")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # no probe left, no folder made
+
+
+def test_a_package_without_metadata_is_named_by_its_own_version_file(tmp_path, monkeypatch):
+    """The lent GPU host's SGLang is a folder on PYTHONPATH without dist-info: the env line still names its version."""
+    from ddtree_compat.results import _version
+
+    pkg = tmp_path / "carried_pkg_v"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_version.py").write_text("__version__ = version = '0.5.23'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _version("carried_pkg_v") == "0.5.23"
+    assert _version("no_such_package_here") is None
