@@ -157,8 +157,6 @@ def past_envelope(results_path: str | None, coords: dict) -> str | None:
     """Why a deployment-shape cell need not run: a smaller batch of its kernel x backend x arch x shape already
     failed in this run's results file (the envelope's first failing batch is known; a larger batch of the same
     shape is past it, and each fault costs a fresh worker). ``None``: run it."""
-    import json
-
     if not results_path:
         return None
     key = (coords["kernel"], coords["backend"], coords["arch"], coords["shape"])
@@ -201,7 +199,7 @@ def _record(kernel: str) -> KernelRecord:
         run=f"ddtree_compat.families.scale.checks:{kernel}",
         for_backend=_device_kernels,
         table="scale",
-        needless=lambda path, coords: past_envelope(path, coords),
+        needless=past_envelope,
     )
 
 
