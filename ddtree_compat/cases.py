@@ -38,6 +38,34 @@ class SavedCase:
         return path
 
 
+class FlatCase(SavedCase):
+    """JSON for a case whose fields are all plain values (a frozen dataclass with ``SCHEMA``, ``KIND`` and
+    ``check()``): ``{"schema": SCHEMA, <fields>}``. The sampling, DDTree and deployment-shape cases."""
+
+    SCHEMA = ""
+    KIND = ""
+
+    def to_json(self) -> str:
+        import json
+        from dataclasses import asdict
+
+        return json.dumps({"schema": self.SCHEMA, **asdict(self)}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str, where: str | None = None):
+        """Parse and validate.
+
+        Raises:
+            CaseError: not JSON, another schema, unknown or missing fields, or a value ``check()`` refuses.
+        """
+        where = where or f"{cls.KIND} case JSON"
+        data = schema_object(text, cls.SCHEMA, f"{cls.__name__}.to_json", where)
+        try:
+            return cls(**data).check()
+        except TypeError as e:
+            raise CaseError("fields", str(e), ", ".join(cls.__dataclass_fields__), "malformed", where)
+
+
 # --------------------------------------------------------------------------------------------------
 # Planting acceptance
 # --------------------------------------------------------------------------------------------------

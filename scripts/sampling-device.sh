@@ -15,19 +15,12 @@
 set -uo pipefail
 OUT=${1:?usage: bash scripts/sampling-device.sh OUT [RUNS]}
 RUNS=${2:-2}
-mkdir -p "$OUT" /tmp/samp/fi /tmp/samp/impls
-tar -C /tmp/samp/fi -xzf .carry/samp/fihdr.tar.gz
-tar -C /tmp/samp/impls -xzf .carry/samp/impls.tar.gz
-[ -d /tmp/samp/whl/covertable ] || python3 -m pip install -q --no-index --no-deps --target /tmp/samp/whl .carry/samp/*.whl
-RELEASE_ENV=/tmp/ddt/impl/${SGLANG_RELEASE:-sglang-0.5.23}/env.sh
-# shellcheck disable=SC1090
-SITE=$(. "$RELEASE_ENV" && echo "$PYTHONPATH")
-export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1
-IMPLS=$(ls -d /tmp/samp/impls/*/ | sed 's#/$##' | paste -sd:)
+mkdir -p "$OUT"
+# shellcheck source=scripts/samp-carry-env.sh
+. scripts/samp-carry-env.sh "$OUT/install.log"
 for i in $(seq 1 "$RUNS"); do
   start=$SECONDS
-  PYTHONPATH=/tmp/samp/fi:$SITE:/tmp/samp/whl DDTREE_IMPLS=$IMPLS timeout -s INT "${STEP_S:-280}" python3 -m ddtree_compat sweep \
+  PYTHONPATH=$FI:$SITE:$WHL DDTREE_IMPLS=$IMPLS timeout -s INT "${STEP_S:-280}" python3 -m ddtree_compat sweep \
     --tier device --timeout 120 --tests tests/kernels/test_sampling.py --out-dir "$OUT" --name "run$i" \
     -- --ddtree-static=off > "$OUT/run$i.log" 2>&1
   echo "run$i exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"

@@ -12,17 +12,10 @@
 set -uo pipefail
 OUT=${1:?usage: bash scripts/scale-device.sh OUT}
 W=/tmp/scale
-mkdir -p "$OUT" "$W" /tmp/samp/fi /tmp/samp/impls
-tar -C /tmp/samp/fi -xzf .carry/samp/fihdr.tar.gz
-tar -C /tmp/samp/impls -xzf .carry/samp/impls.tar.gz
-[ -d /tmp/samp/whl/covertable ] || python3 -m pip install -q --no-index --no-deps --target /tmp/samp/whl .carry/samp/*.whl
-RELEASE_ENV=/tmp/ddt/impl/${SGLANG_RELEASE:-sglang-0.5.23}/env.sh
-# shellcheck disable=SC1090
-SITE=$(. "$RELEASE_ENV" && echo "$PYTHONPATH")
-export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > "$W/install.log" 2>&1
-export PYTHONPATH=/tmp/samp/fi:$SITE:/tmp/samp/whl
-export DDTREE_IMPLS=$(ls -d /tmp/samp/impls/*/ | sed 's#/$##' | paste -sd:)
+mkdir -p "$OUT" "$W"
+# shellcheck source=scripts/samp-carry-env.sh
+. scripts/samp-carry-env.sh "$W/install.log"
+export PYTHONPATH=$FI:$SITE:$WHL DDTREE_IMPLS=$IMPLS
 start=$SECONDS
 # the KV-cache kernels import SGLang's memory pool, which needs the host's flashinfer (not the headers-only package the
 # sampling JIT reads): their cells run in a second sweep appended to the same file, without it
@@ -32,7 +25,7 @@ timeout -s INT "${STEP_S:-330}" python3 -m ddtree_compat sweep --tier device --p
   -k "${SELECT:-not ($COMMIT)}" > "$W/scale.log" 2>&1
 echo "sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
 start=$SECONDS
-[ -n "${SELECT:-}" ] || PYTHONPATH=$SITE:/tmp/samp/whl timeout -s INT "${COMMIT_S:-90}" python3 -m ddtree_compat sweep --tier device \
+[ -n "${SELECT:-}" ] || PYTHONPATH=$SITE:$WHL timeout -s INT "${COMMIT_S:-90}" python3 -m ddtree_compat sweep --tier device \
   --profile scale -n 1 --timeout 200 --tests tests/kernels/test_scale.py --out-dir "$W" --name scale --append \
   -- --ddtree-static=off -k "$COMMIT" > "$W/scale-kv.log" 2>&1
 echo "KV sweep exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"

@@ -42,12 +42,12 @@ graph bucket, smaller than ``B + 1``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cache, cached_property
 
 import numpy as np
 
-from ...cases import SavedCase, plant_path, schema_object, stable_seed, target_for_path
+from ...cases import FlatCase, plant_path, stable_seed, target_for_path
 from ...errors import CaseError
 from .oracle import CPU_RULE, KERNEL_RULE, BuiltTree, arrays, build, graph_buckets, prune_deepest_chains, select_bucket
 from ...tree import DraftTree
@@ -64,7 +64,7 @@ SPARE_ROWS = 5  # the worker's max_bs beyond the batch
 
 
 @dataclass(frozen=True)
-class DDTreeCase(SavedCase):
+class DDTreeCase(FlatCase):
     """One call of a DDTree kernel: the draft's top-k for a batch, and what the kernel gets around it.
 
     Attributes:
@@ -95,6 +95,7 @@ class DDTreeCase(SavedCase):
     """
 
     SCHEMA = SCHEMA
+    KIND = "ddtree"
     KIND = "ddtree"
 
     budget: int
@@ -167,20 +168,6 @@ class DDTreeCase(SavedCase):
                     layout=self.layout + ("-prune" if self.prune else ""),
                     shape=f"k{self.k}-past{self.past}" + ("-zeropad" if self.padding != "identity" else "")
                     + (f"-{self.probs}" if self.probs != "onehot" else ""))
-
-    # ---------------------------------------------------------------- JSON
-    def to_json(self) -> str:
-        import json
-
-        return json.dumps({"schema": SCHEMA, **asdict(self)}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, where: str = "ddtree case JSON") -> "DDTreeCase":
-        data = schema_object(text, SCHEMA, "DDTreeCase.to_json", where)
-        try:
-            return cls(**data).check()
-        except TypeError as e:
-            raise CaseError("fields", str(e), ", ".join(cls.__dataclass_fields__), "malformed", where)
 
     # ---------------------------------------------------------------- derived data
     @cached_property

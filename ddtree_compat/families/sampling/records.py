@@ -28,14 +28,13 @@ Distribution cases use ``V = 8``: few categories, so the test's power goes to th
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Sequence
 
 import numpy as np
 
-from ...cases import SavedCase, schema_object, stable_seed
+from ...cases import FlatCase, stable_seed
 from ...errors import CaseError
 from ...contract import CaseContext, KernelRecord
 from ...tree import DraftTree
@@ -59,7 +58,7 @@ DEPTH = 2  # a distribution cell counts the first two emitted tokens (or the fir
 
 
 @dataclass(frozen=True)
-class SamplingCase(SavedCase):
+class SamplingCase(FlatCase):
     """One call of a sampler.
 
     Attributes:
@@ -89,6 +88,7 @@ class SamplingCase(SavedCase):
     """
 
     SCHEMA = SCHEMA
+    KIND = "sampling"
     KIND = "sampling"
 
     sampler: str
@@ -197,18 +197,6 @@ class SamplingCase(SavedCase):
             raise CaseError("kind", self.kind, "distribution", "the DDTree sampler draws its own uniforms: its exact "
                             "cells are the DDTree family's ddtree_sample", where)
         return self
-
-    # ---------------------------------------------------------------- JSON
-    def to_json(self) -> str:
-        return json.dumps({"schema": SCHEMA, **asdict(self)}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, where: str = "sampling case JSON") -> "SamplingCase":
-        data = schema_object(text, SCHEMA, "SamplingCase.to_json", where)
-        try:
-            return cls(**data).check()
-        except TypeError as e:
-            raise CaseError("fields", str(e), ", ".join(cls.__dataclass_fields__), "malformed", where)
 
     # ---------------------------------------------------------------- trees and rows
     @property

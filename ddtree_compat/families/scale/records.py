@@ -11,9 +11,9 @@ the device tier only; elsewhere each is a skip saying so, counted.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
-from ...cases import SavedCase, schema_object
+from ...cases import FlatCase
 from ...contract import KernelRecord
 from ...errors import CaseError
 from . import boundaries as bd
@@ -32,7 +32,7 @@ SLICE = bd.Shape(vocab=248320, budget=16, context=1048576)
 
 
 @dataclass(frozen=True)
-class ScaleCase(SavedCase):
+class ScaleCase(FlatCase):
     """One kernel call at a deployment shape.
 
     Attributes:
@@ -44,6 +44,7 @@ class ScaleCase(SavedCase):
     """
 
     SCHEMA = SCHEMA
+    KIND = "scale"
 
     kernel: str
     batch: int
@@ -108,17 +109,6 @@ class ScaleCase(SavedCase):
         if self.origin not in ORIGINS:
             raise CaseError("origin", self.origin, ", ".join(ORIGINS), "unknown", where)
         return self
-
-    def to_json(self) -> str:
-        return json.dumps({"schema": SCHEMA, **asdict(self)}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str, where: str = "scale case JSON") -> "ScaleCase":
-        data = schema_object(text, SCHEMA, "ScaleCase.to_json", where)
-        try:
-            return cls(**data).check()
-        except TypeError as e:
-            raise CaseError("fields", str(e), ", ".join(cls.__dataclass_fields__), "malformed", where)
 
     @classmethod
     def of(cls, b: bd.Boundary, origin: str = "derived") -> "ScaleCase":
