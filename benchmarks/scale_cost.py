@@ -11,19 +11,15 @@ The aim (issue 43): one implementation's envelope in <= 10 minutes of device tim
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from collections import defaultdict
+
+from ddtree_compat.results import read_lines
 
 
 def _lines(path: str):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            try:
-                yield json.loads(line)
-            except ValueError:
-                continue  # a torn last line
+    """The file's lines (``.jsonl`` or ``.jsonl.gz``), a torn last line left out."""
+    lines, _torn = read_lines(path)
+    return (obj for _, obj in lines)
 
 
 def table(paths: list[str]) -> str:

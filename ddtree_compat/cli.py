@@ -511,11 +511,11 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     import subprocess
     import tempfile
 
+    from .arch import detect_gpus
     from .families.scale.envelope import envelopes, probe
     from .faults import classify
+    from .outcomes import OUTCOMES
     from .results import ResultRecord, ResultsWriter, check_appendable, cut_torn_tail, environment, load
-
-    from .arch import detect_gpus
 
     path = Path(args.results)
     check_appendable(path, "results")
@@ -527,35 +527,36 @@ def cmd_envelope(args: argparse.Namespace) -> int:
     probes, tried = 0, set()
     with tempfile.TemporaryDirectory(prefix="ddtree-envelope-") as tmp:
         while probes < args.max_probes:
-            todo = [(e, probe(e)) for e in envelopes(load([path]).records)
-                    if probe(e) is not None and (e.key, probe(e)) not in tried]
+            todo = [(e, b) for e in envelopes(load([path]).records) for b in (probe(e),)
+                    if b is not None and (e.key, b) not in tried]
             if not todo:
                 break
-            for env, batch in todo:
-                if probes >= args.max_probes:
-                    break
+            for env, batch in todo[:args.max_probes - probes]:
                 tried.add((env.key, batch))
                 case = env.case_at(batch)
                 case_path = case.save(args.cases_dir or tmp)
                 cmd = [sys.executable, "-m", "ddtree_compat", "replay", str(case_path), "--backend", env.backend,
                        "--kernel", env.kernel, "--tier", "device"]
                 start = time.time()
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-                text = (done.stdout or "") + (done.stderr or "")
+                try:
+                    done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+                    text, code = (done.stdout or "") + (done.stderr or ""), done.returncode
+                except subprocess.TimeoutExpired:  # the probe's process is killed: a hang of the kernel
+                    text, code = f"fault: the probe timed out after {args.timeout} s", -9
                 outcome = text.split(":", 1)[0].strip() if text else ""
-                if outcome not in ("pass", "wrong", "zero-accept", "fault", "error", "skip"):
-                    outcome = "fault" if done.returncode < 0 else "error"
+                if outcome not in OUTCOMES:  # a replay that printed no verdict line: killed, or our own failure
+                    outcome = "fault" if code < 0 else "error"
                 writer = writer or ResultsWriter(path, environment("device", "scale"))
                 writer.write(ResultRecord(kernel=env.kernel, tier="device", backend=env.backend, arch=env.arch,
                                           case_id=case.id, outcome=outcome, **case.coordinates(),
                                           fault_class=classify(text) if outcome == "fault" else None,
-                                          duration_s=time.time() - start, message=text[-2000:] if outcome != "pass"
-                                          else "", case_path=str(case_path) if args.cases_dir else "",
+                                          duration_s=time.time() - start, message="" if outcome == "pass"
+                                          else text[-2000:], case_path=str(case_path) if args.cases_dir else "",
                                           nodeid=" ".join(cmd)))
                 probes += 1
-                why = "" if outcome == "pass" else f" ({text.strip().splitlines()[-1][:160] if text.strip() else 'no output'})"
-                print(f"{PROG} envelope: {env.kernel} {env.backend} {env.group} batch {batch}: {outcome}{why}",
-                      file=sys.stderr)
+                last = text.strip().splitlines()[-1][:160] if text.strip() else "no output"
+                print(f"{PROG} envelope: {env.kernel} {env.backend} {env.group} batch {batch}: {outcome}"
+                      + ("" if outcome == "pass" else f" ({last})"), file=sys.stderr)
     rows = envelopes(load([path]).records)
     for e in rows:
         print(f"{e.kernel}\t{e.backend}\t{e.arch}\t{e.group}\t{e.verdict}")

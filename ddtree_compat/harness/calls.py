@@ -130,6 +130,10 @@ class Findings:
     prefix: str = ""
 
 
+ZERO_SHOWN = 8
+"""Requests a ``zero-accept`` message names (then how many in all: a deployment-shape batch has thousands)."""
+
+
 def verdict(found: "Findings | Sequence[str]", duration: float = 0.0) -> Verdict:
     """``pass`` when nothing was found; else ``zero-accept`` when a request the oracle accepts drafts for
     got 0 (the field symptom, accept length 1.00), else ``wrong``; the message joins the problems."""
@@ -143,9 +147,11 @@ def verdict(found: "Findings | Sequence[str]", duration: float = 0.0) -> Verdict
     detail = "; ".join(problems)
     zero = [b for b, (e, g) in enumerate(zip(expected, got or ())) if e > 0 and g == 0]
     if zero:
+        more = f" ... {len(zero)} of {len(expected)} requests" if len(zero) > ZERO_SHOWN else ""
+        shown = zero[:ZERO_SHOWN]
         return Verdict("zero-accept", f"{found.prefix}accepted drafts 0 where the oracle accepts "
-                       f"{[expected[b] for b in zero]} (requests {zero}): the field symptom, accept length 1.00 / "
-                       f"avg_accepted_drafts=0.00. {detail}", accepted_expected=expected, accepted_got=got)
+                       f"{[expected[b] for b in shown]} (requests {shown}{more}): the field symptom, accept length "
+                       f"1.00 / avg_accepted_drafts=0.00. {detail}", accepted_expected=expected, accepted_got=got)
     return Verdict("wrong", found.prefix + detail, accepted_expected=expected, accepted_got=got)
 
 

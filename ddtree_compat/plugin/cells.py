@@ -129,12 +129,6 @@ def unavailable_reason(backend, target: Target, kernel: str, case, needs: tuple[
     return reason
 
 
-def records_get(kernel: str):
-    from .. import records
-
-    return records.get(kernel)
-
-
 def judged_by(kernel: str, label: str, case) -> bool:
     """Whether a backend's refusal rule for ``kernel`` is asked about ``case``: the cell's own kernel, with a case of
     that kernel's family (a deployment-shape cell of ``move_kv`` is no commit case: its checks refuse for it)."""
@@ -171,7 +165,9 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
         cell.verdict = Verdict("error", f"the suite's adapter failed: {e}")
         pytest.fail(f"error: {backend.name} {kernel} on {target.id}, case {case.id}: {cell.verdict.message}",
                     pytrace=False)
-    record = records_get(kernel)
+    from .. import records
+
+    record = records.get(kernel)
     if not reason and record is not None and record.needless is not None:
         reason = record.needless(sess.results, cell.coords)
     if not reason and sess.poisoned_by and target.tier == "device":

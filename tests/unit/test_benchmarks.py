@@ -270,3 +270,14 @@ def test_import_cost_times_each_run_and_names_a_failed_import(capsys):
                                                   ["| source only", "2 at once, each"]]
     assert cost.measure("no_such_module_here", 2, dict(__import__("os").environ)) == [
         ("alone", "failed"), ("alone, again", "failed"), ("2 at once, each", "failed")]
+
+
+def test_scale_cost_reads_a_committed_h200_run():
+    """benchmarks/scale_cost.py on run 4 (the tree sampler, 75 cells, one worker): the figures docs/benchmarks.md
+    quotes."""
+    spec = importlib.util.spec_from_file_location("scale_cost_under_test", ROOT / "benchmarks" / "scale_cost.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = module.table([str(ROOT / "docs/results/2026-12-04-sm90-scale-run4.jsonl.gz")])
+    assert "| tree_speculative_sampling | sglang-cuda | 75 | 0 | 27.7 | 32.8 |" in text
+    assert "| 75 | 40 |" in text

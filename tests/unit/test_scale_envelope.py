@@ -118,3 +118,41 @@ def test_the_resume_command_keeps_the_vocabularies():
                               backend=None, vocabs=(151936,), fsync=False, sanitize=None, workers=None, timeout=None,
                               pytest_args=[])
     assert "--vocab 151936" in _resume_command(args, "stem")
+
+
+def test_the_bisection_closes_a_gap_to_one_batch_with_each_probe_its_own_replay(tmp_path, monkeypatch, capsys):
+    """Probes replayed by a stand-in (the kernel fails from batch 300): the envelope closes to 299 / 300, each probe a
+    ``bisect`` cell in the file, a probe that hangs (batch 304) a ``fault`` of class hang, and ``--max-probes`` is
+    kept."""
+    import json
+    import subprocess
+
+    from ddtree_compat import arch
+    from ddtree_compat.cli import main
+    from ddtree_compat.results import ResultsWriter, environment, load
+
+    path = tmp_path / "r.jsonl"
+    writer = ResultsWriter(path, environment("device", "scale"))
+    for r in (_cell(100, "pass"), _cell(509, "fault")):
+        writer.write(r)
+    monkeypatch.setattr(arch, "detect_gpus", lambda: ["a GPU"])
+    calls = []
+
+    def replay(cmd, **kwargs):
+        batch = json.loads(open(cmd[4]).read())["batch"]
+        calls.append(batch)
+        if batch == 304:  # the first probe, the middle of 100 .. 509
+            raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+        out = "pass: ..." if batch < 300 else "fault: CUDA error: an illegal memory access was encountered"
+        return subprocess.CompletedProcess(cmd, 0 if batch < 300 else 1, out, "")
+
+    monkeypatch.setattr(subprocess, "run", replay)
+    assert main(["envelope", str(path), "--max-probes", "3"]) == 1
+    assert len(calls) == 3
+    assert main(["envelope", str(path)]) == 1
+    (e,) = envelopes(load([path]).records)
+    assert (e.verified, e.first_bad) == (299, 300)
+    hung = [r for r in load([path]).records if r.batch == 304]
+    assert hung[0].outcome == "fault" and hung[0].fault_class == "hang" and hung[0].layout == "bisect"
+    assert len(calls) == len(set(calls))  # no batch probed twice
+    assert "299 / fault at 300" in capsys.readouterr().out

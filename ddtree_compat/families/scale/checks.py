@@ -15,7 +15,7 @@ import torch
 
 from ...harness.arena import arena, room
 from ...harness.buffers import POISON
-from ...harness.calls import check
+from ...harness.calls import Findings, check
 from ...outcomes import Verdict
 from . import oracle as R
 from .boundaries import gib
@@ -28,6 +28,8 @@ CHUNK = 1 << 26
 COMMIT_WIDTH = 17
 """The verify block a commit writes per request in the ``req_to_token`` and KV cells (a budget-16 tree's ``q``)."""
 F32, I32, I64 = torch.float32, torch.int32, torch.int64
+KV_DTYPE = torch.bfloat16
+"""The KV pools' dtype (:data:`.boundaries.KV_LAYOUT`'s 2 bytes)."""
 
 
 def scale_check(fn):
@@ -118,26 +120,23 @@ def _unchanged(name: str, tensor: torch.Tensor, nonzero: int, total: float) -> l
                                                     f"(was {total})"]
 
 
-def _judged(problems: list[str], lens: torch.Tensor, expected: int) -> Verdict | list[str]:
-    """``zero-accept`` where every draft should be accepted and some rows got 0 (the field symptom), else problems."""
-    zero = int((lens == 0).sum())
-    if problems and zero:
-        return Verdict("zero-accept", f"accept length 0 on {zero} of {lens.numel()} rows where every row accepts "
-                                      f"{expected} drafts (the field symptom); " + "; ".join(problems))
-    return problems
+def _judged(problems: list[str], lens: torch.Tensor, expected: int) -> Findings:
+    """The problems, with every row's accepted drafts (``expected`` each by the plant) and the kernel's ``lens``: the
+    harness calls rows that accepted none ``zero-accept`` (the field symptom)."""
+    return Findings(problems, [expected] * lens.numel(), lens.tolist())
 
 
-def _sampling_buffers(case: ScaleCase, device: str, draft_rows: int) -> dict:
-    bs, q, v = case.batch, case.q, case.vocab
+def _sampling_buffers(case: ScaleCase, device: str) -> dict:
+    bs, q = case.batch, case.q
     return arena(device).take([
-        ("target_probs", (bs, q, v), F32), ("draft_probs", (bs, draft_rows, v), F32),
+        ("target_probs", case.dims("target_probs"), F32), ("draft_probs", case.dims("draft_probs"), F32),
         ("candidates", (bs, q), I64), ("uniform_samples", (bs, q), F32), ("uniform_final", (bs,), F32),
         ("predicts", (bs * q,), I32), ("accept_index", (bs, q), I32), ("accept_token_num", (bs,), I32)])
 
 
-def _sampling_layout(case: ScaleCase, device: str, draft_rows: int):
+def _sampling_layout(case: ScaleCase, device: str):
     bs, q = case.batch, case.q
-    t = _sampling_buffers(case, device, draft_rows)
+    t = _sampling_buffers(case, device)
     tok = _tokens(bs, q + 1, case.vocab, device)
     _one_hot_rows(t["target_probs"], tok[:, 1:])
     t["candidates"].copy_(tok[:, :q])
@@ -150,8 +149,11 @@ def _sampling_layout(case: ScaleCase, device: str, draft_rows: int):
 
 @scale_check
 def tree_speculative_sampling(case: ScaleCase, backend, device: str):
+    """SGLang's target-only tree sampler over ``bs`` chains: ``target_probs`` f32 ``[bs, B+1, V]`` one-hot on the next
+    draft token and the bonus, ``draft_probs`` f32 ``[bs, B+1, V]`` zeros (nothing rejected: it must stay zeros);
+    every row's ``accept_token_num`` is ``B``, its ``accept_index`` and ``predicts`` the chain's."""
     bs, q, b = case.batch, case.q, case.budget
-    t, tok = _sampling_layout(case, device, q)
+    t, tok = _sampling_layout(case, device)
     t["draft_probs"].zero_()
     links = _chain(bs, q, device)
     backend.tree_speculative_sampling(t["predicts"], t["accept_index"], t["accept_token_num"], t["candidates"], *links,
@@ -170,8 +172,10 @@ def tree_speculative_sampling(case: ScaleCase, backend, device: str):
 
 @scale_check
 def chain_speculative_sampling(case: ScaleCase, backend, device: str):
+    """SGLang's rejection (chain) sampler over ``bs`` chains: the draft's rows ``[bs, B, V]`` one-hot on the draft
+    token, the target's ``[bs, B+1, V]`` the same and the bonus last: every ratio is 1, every draft accepted."""
     bs, q, b = case.batch, case.q, case.budget
-    t, tok = _sampling_layout(case, device, q - 1)
+    t, tok = _sampling_layout(case, device)
     _one_hot_rows(t["draft_probs"], tok[:, 1:q])
     links = _chain(bs, q, device)
     backend.chain_speculative_sampling(t["predicts"], t["accept_index"], t["accept_token_num"], t["candidates"],
@@ -194,7 +198,7 @@ def ddtree_sample(case: ScaleCase, backend, device: str):
     chain's, ``next_tokens`` the bonus."""
     bs, q, v, b = case.batch, case.q, case.vocab, case.budget
     t = arena(device).take([
-        ("target_probs", (bs, q, v), F32), ("draft_tokens", (bs, q), I64), ("parents", (bs, q), I64),
+        ("target_probs", case.dims("target_probs"), F32), ("draft_tokens", (bs, q), I64), ("parents", (bs, q), I64),
         ("sizes", (bs,), I64), ("accepted_indices", (bs, q), I64), ("accepted_token_ids", (bs, q), I64),
         ("accepted_lens", (bs,), I64), ("next_tokens", (bs,), I64), ("uniforms", (bs, q), F32),
         ("uniform_final", (bs,), F32)])
@@ -258,7 +262,7 @@ def _req_to_token_rows(r2t: torch.Tensor, context: int) -> None:
 def assign_req_to_token(case: ScaleCase, backend, device: str):
     """Each request commits a verify block of :data:`COMMIT_WIDTH` slots at the end of its row."""
     bs, ctx, w = case.batch, case.context, COMMIT_WIDTH
-    t = arena(device).take([("req_to_token", (bs + 1, ctx), I32), ("req_pool_indices", (bs,), I64),
+    t = arena(device).take([("req_to_token", case.dims("req_to_token"), I32), ("req_pool_indices", (bs,), I64),
                             ("start_offset", (bs,), I64), ("end_offset", (bs,), I64), ("out_cache_loc", (bs * w,), I64)])
     t["req_to_token"].zero_()
     t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
@@ -274,7 +278,7 @@ def assign_req_to_token(case: ScaleCase, backend, device: str):
     def judge():
         r2t = t["req_to_token"]
         written = int(torch.count_nonzero(r2t))
-        return (_rows_differ("req_to_token[b + 1, -17:]", r2t[1:, start:].to(I64), want)
+        return (_rows_differ(f"req_to_token[b + 1, -{w}:]", r2t[1:, start:].to(I64), want)
                 + ([] if written == bs * w else [f"req_to_token: {written} entries nonzero, want {bs * w} (writes "
                                                  "outside the verify blocks)"])
                 + arena(device).damaged())
@@ -284,15 +288,12 @@ def assign_req_to_token(case: ScaleCase, backend, device: str):
 
 @scale_check
 def move_kv(case: ScaleCase, backend, device: str):
-    """One layer's K and V pools of ``bs * context + 1`` slots; ``bs *`` :data:`COMMIT_WIDTH` rows move from the
-    pool's top to just below (:func:`.oracle.move_plan`); each source row holds a pattern of its slot."""
-    from .boundaries import KV_LAYOUT
-
-    heads, dim, _ = KV_LAYOUT
-    pool = case.batch * case.context + 1
+    """One layer's K and V pools of ``bs * context + page_size`` slots (``[slots, heads, head_dim]`` bf16, as
+    :data:`.boundaries.K_BUFFER`); ``bs *`` :data:`COMMIT_WIDTH` rows move from the pool's top to just below
+    (:func:`.oracle.move_plan`); each source row holds a pattern of its slot (bit patterns: the copy moves bytes)."""
+    pool, heads, dim = case.dims("k_buffer")
     moved = min(case.batch * COMMIT_WIDTH, pool // 2)
-    t = arena(device).take([("k_buffer", (pool, heads, dim), torch.bfloat16),
-                            ("v_buffer", (pool, heads, dim), torch.bfloat16),
+    t = arena(device).take([("k_buffer", case.dims("k_buffer"), KV_DTYPE), ("v_buffer", case.dims("k_buffer"), KV_DTYPE),
                             ("src_loc", (moved,), I64), ("tgt_loc", (moved,), I64)])
     src0, tgt0 = R.move_plan(pool, moved)
     t["src_loc"].copy_(torch.arange(src0, src0 + moved, dtype=I64, device=device))
@@ -326,9 +327,9 @@ def ddtree_fa_full(case: ScaleCase, backend, device: str):
     table is request ``b``'s ``req_to_token`` row up to ``seq_len + i + 1``, POISON past it; ``seq_len = context -
     q`` (the verify block at the row's end)."""
     bs, q, ctx = case.batch, case.q, case.context
-    t = arena(device).take([("visibility", (bs, q, q), torch.bool), ("req_to_token", (bs + 1, ctx), I32),
+    t = arena(device).take([("visibility", (bs, q, q), torch.bool), ("req_to_token", case.dims("req_to_token"), I32),
                             ("req_pool_indices", (bs,), I64), ("seq_lens", (bs,), I64),
-                            ("page_table", (bs * q, ctx + q), I32), ("cache_seqlens", (bs * q,), I32)])
+                            ("page_table", case.dims("page_table"), I32), ("cache_seqlens", (bs * q,), I32)])
     t["visibility"].copy_(torch.ones(q, q, dtype=torch.bool, device=device).tril().expand(bs, q, q))
     _req_to_token_rows(t["req_to_token"], ctx)
     t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
@@ -374,14 +375,13 @@ def verify_attention(case: ScaleCase, backend, device: str):
     ``b * context ..`` (the last requests' slots past the boundary), its tree is a chain (row ``i`` sees the prefix
     and tree rows ``0..i``); K is zero and every V row of request ``b`` is :func:`.oracle.attention_value`, so every output
     row of request ``b`` is that row whatever the weights: every row judged, no reference attention."""
-    from .boundaries import ATTN_HEADS, KV_LAYOUT
+    from .boundaries import ATTN_HEADS
 
-    kv_heads, dim, _ = KV_LAYOUT
     bs, q, ctx = case.batch, case.q, case.context
-    pool = bs * ctx + 1
-    dtype = torch.bfloat16
-    t = arena(device).take([("k_buffer", (pool, kv_heads, dim), dtype), ("v_buffer", (pool, kv_heads, dim), dtype),
-                            ("custom_mask", (bs * q * (ctx + q),), torch.bool), ("q", (bs * q, ATTN_HEADS, dim), dtype),
+    pool, kv_heads, dim = case.dims("k_buffer")
+    dtype = KV_DTYPE
+    t = arena(device).take([("k_buffer", case.dims("k_buffer"), dtype), ("v_buffer", case.dims("v_buffer"), dtype),
+                            ("custom_mask", case.dims("custom_mask"), torch.bool), ("q", (bs * q, ATTN_HEADS, dim), dtype),
                             ("k", (bs * q, kv_heads, dim), dtype), ("v", (bs * q, kv_heads, dim), dtype),
                             ("o", (bs * q, ATTN_HEADS, dim), dtype), ("kv_indices", (bs * ctx,), I64)])
     b = torch.arange(bs, device=device).view(bs, 1, 1)

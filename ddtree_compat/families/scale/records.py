@@ -10,12 +10,13 @@ the device tier only; elsewhere each is a skip saying so, counted.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from ...cases import FlatCase
 from ...contract import KernelRecord
-from ...errors import CaseError
+from ...errors import CaseError, ResultsFileError
+from ...results import read_lines
 from . import boundaries as bd
 
 SCHEMA = "ddtree-compat/scale-case/1"
@@ -80,6 +81,16 @@ class ScaleCase(FlatCase):
     def nbytes(self) -> int:
         """Bytes of the tensors the kernel indexes (:func:`.boundaries.Kernel.nbytes`)."""
         return bd.KERNELS[self.kernel].nbytes(self.shape, self.batch)
+
+    def dims(self, tensor: str) -> tuple[int, ...]:
+        """The dims of one of the kernel's indexed tensors at this batch, as :mod:`.boundaries` declares them (the
+        check allocates exactly these: the memory a cell needs and the boundary it sits at are of the same tensor).
+
+        Raises:
+            KeyError: the kernel indexes no tensor of that name.
+        """
+        found = {t.name: t for t in bd.KERNELS[self.kernel].tensors}
+        return found[tensor].dims(self.shape, self.batch)
 
     def tensors(self) -> list[tuple[str, tuple[int, ...], int]]:
         """``(name, dims, bytes)`` of each indexed tensor."""
@@ -147,24 +158,16 @@ def past_envelope(results_path: str | None, coords: dict) -> str | None:
     """Why a deployment-shape cell need not run: a smaller batch of its kernel x backend x arch x shape already
     failed in this run's results file (the envelope's first failing batch is known; a larger batch of the same
     shape is past it, and each fault costs a fresh worker). ``None``: run it."""
-    if not results_path:
+    if not results_path or not Path(results_path).exists():
         return None
     key = (coords["kernel"], coords["backend"], coords["arch"], coords["shape"])
-    first = None
     try:
-        with open(results_path, encoding="utf-8") as f:
-            for line in f:
-                if '"result"' not in line or SUFFIX not in line:
-                    continue
-                try:
-                    r = json.loads(line)
-                except ValueError:
-                    continue  # a torn last line
-                if (r.get("kind") == "result" and (r.get("kernel"), r.get("backend"), r.get("arch"), r.get("shape"))
-                        == key and r.get("outcome") in BAD and (first is None or r["batch"] < first[0])):
-                    first = (r["batch"], r["outcome"])
-    except OSError:
-        return None
+        lines, _torn = read_lines(results_path)  # a torn last line (a worker killed mid-write) is left out
+    except (OSError, ResultsFileError):
+        return None  # the writer's own checks report the file; this only saves time
+    failed = [(r["batch"], r["outcome"]) for _, r in lines if r["kind"] == "result" and r["outcome"] in BAD
+              and (r["kernel"], r["backend"], r["arch"], r.get("shape")) == key]
+    first = min(failed, default=None)
     if first is None or first[0] >= coords["batch"]:
         return None
     return (f"past the envelope: batch {first[0]} of this shape already failed ({first[1]}) in this run; the larger "
