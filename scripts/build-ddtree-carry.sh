@@ -114,7 +114,7 @@ for name in $IMPLS; do
 done
 tar -C "$WORK/bundle" -cf "$WORK/bundle.tar" .
 ( cd "$WORK" && split -b "$PART_BYTES" -d -a 2 bundle.tar part_ )
-rm -rf "$OUT"/ddt-*
+rm -rf "$OUT"/ddt-[0-9]*  # the parts of an earlier build (ddt-legacy, built above, stays)
 k=0
 for p in "$WORK"/part_*; do
   k=$((k + 1)); mkdir -p "$OUT/ddt-$k"; mv "$p" "$OUT/ddt-$k/"

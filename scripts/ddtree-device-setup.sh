@@ -55,5 +55,18 @@ if [ -f "$ROOT/legacy/legacy.tar" ] && [ ! -f "$ROOT/legacy/.ok" ]; then
   rm -rf "$ROOT/legacy/b" "$ROOT/legacy/legacy.tar"
   touch "$ROOT/legacy/.ok"
 fi
+# sgl-kernel's FA3 library, when scripts/build-fa3-carry.sh's parts were staged (every part: FA3_PARTS's count and
+# checksum): next to the carry's sgl_kernel (the older trees' 0.4.3 in front has none: fa3 stays a skip for them)
+if [ -f /tmp/fa3parts/FA3_PARTS ] && [ ! -f "$ROOT/site/sgl_kernel/flash_ops.abi3.so" ]; then
+  read -r n sum < /tmp/fa3parts/FA3_PARTS
+  got=$(cat /tmp/fa3parts/part_* | sha256sum | cut -d' ' -f1)
+  if [ "$(ls /tmp/fa3parts/part_* | wc -l)" = "$n" ] && [ "$got" = "$sum" ]; then
+    cat /tmp/fa3parts/part_* | xz -d -T8 > "$ROOT/site/sgl_kernel/flash_ops.abi3.so.part" &&
+      mv "$ROOT/site/sgl_kernel/flash_ops.abi3.so.part" "$ROOT/site/sgl_kernel/flash_ops.abi3.so" &&
+      echo "fa3: flash_ops.abi3.so in $ROOT/site/sgl_kernel"
+  else
+    echo "fa3 parts incomplete ($(ls /tmp/fa3parts | tr '\n' ' ')): no flash_ops" >&2
+  fi
+fi
 ls "$ROOT/impl"
 echo "ddtree site ready: . $ROOT/env.sh (or . $ROOT/impl/<name>/env.sh after it)"

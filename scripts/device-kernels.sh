@@ -76,14 +76,12 @@ while [ $# -gt 0 ]; do
         sweep flashinfer "$PYTHONPATH:/tmp/whl-site" --backend flashinfer --timeout 400 \
         --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
     fa3)  # FA3 verify attention through a DDTree implementation's FA metadata (rancy-ddtree-v2), over the attention
-      # device profile; needs sgl-kernel's flash_ops (stripped from the carry: 1.12 GB, carried xz'd in parts staged
-      # into /tmp/fa3parts, docs/device-runs.md) next to the DDTree carry's sgl_kernel
+      # device profile; needs sgl-kernel's flash_ops (stripped from the carry: scripts/build-fa3-carry.sh's parts,
+      # staged before scripts/ddtree-device-setup.sh, which puts it next to the DDTree carry's sgl_kernel)
       # shellcheck disable=SC1091
       . /tmp/ddt/env.sh
-      if [ ! -f /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so ]; then
-        cat /tmp/fa3parts/part_* | xz -d -T8 > /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so.part &&
-          mv /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so.part /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so
-      fi
+      [ -f /tmp/ddt/site/sgl_kernel/flash_ops.abi3.so ] ||
+        echo "no flash_ops.abi3.so: every fa3 cell a skip (stage scripts/build-fa3-carry.sh's parts before set-up)"
       STEP_S=${STEP_S:-300} DDTREE_IMPLS=/tmp/ddt/impl/rancy-ddtree-v2 \
         sweep fa3 "$PYTHONPATH:/tmp/whl-site" --backend ddtree-impl:/tmp/ddt/impl/rancy-ddtree-v2 --timeout 200 \
         --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;

@@ -12,8 +12,10 @@
 #   s: rancy-ddtree-v2, profile `sampling` (requests at temperature 1, top-k 71, top-p 0.5; the planted skew
 #      --speculative-accept-threshold-single=0 must be recorded `wrong`), on triton
 #   x: rancy-ddtree-v2, profile `scale` (deployment concurrency: up to 512 requests at once, the tiny target padded
-#      to the 248320 vocabulary; DDTREE B 16 and 64, DFLASH block 16; greedy and top-p 0.5), on triton
-#   y: rancy-ddtree, profile `scale`, on triton
+#      to the 248320 vocabulary; DDTREE B 16 and 64, DFLASH block 16; greedy and top-p 0.5), on SGLang's own choice
+#      (fa3 on Hopper: stage scripts/build-fa3-carry.sh's parts before set-up, else a skip saying flash_ops is missing)
+#      and triton
+#   y: rancy-ddtree, profile `scale`, on triton (its pinned sgl-kernel 0.4.3 has no FA3 library)
 #   m: rancy-ddtree-v2, the mask's negative control: tests/e2e/planted_mask/ first on PYTHONPATH flips one
 #      visibility bit in compile_ddtree_tree; `-k ddtree-b16` on triton; its cells must be recorded `wrong`
 # Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d, s default `triton`, the backend they were run on
@@ -34,10 +36,10 @@ declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=r
                  [m]=rancy-ddtree-v2 [s]=rancy-ddtree-v2 [x]=rancy-ddtree-v2 [y]=rancy-ddtree)
 declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary [p]=ddtree-smoke [m]=ddtree-smoke
                     [s]=sampling [x]=scale [y]=scale)
-declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=3 [y]=3)
+declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=2 [y]=2)
 declare -A ATTN=([a]=${E2E_ATTENTION_A:-triton} [b]=${E2E_ATTENTION_B:-triton} [c]=${E2E_ATTENTION_C:-triton}
                  [d]=${E2E_ATTENTION_D:-triton} [p]=${E2E_ATTENTION_P:-default,triton,flashinfer,fa3}
-                 [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton} [x]=${E2E_ATTENTION_X:-triton}
+                 [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton} [x]=${E2E_ATTENTION_X:-default,triton}
                  [y]=${E2E_ATTENTION_Y:-triton})
 declare -A SELECT=([m]="ddtree-b16" [s]="${E2E_K_S:-}")
 pids=()

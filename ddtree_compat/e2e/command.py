@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import checkpoints as ck
 from .attention import SGLANG_CHOICE
-from .configs import CAPTURED_BS, DDTREE, ServerConfig
+from .configs import DDTREE, ServerConfig, graph_batch_sizes, kv_tokens
 
 # ``caps`` below: a :class:`.probe.Capabilities` (the probe imports this module for SERVER_MODULE)
 
@@ -86,7 +86,7 @@ def server_args(config: ServerConfig, caps: Capabilities, target: Path, draft: P
     args = ["--model-path", str(target), "--host", "127.0.0.1", *attn, "--sampling-backend", "pytorch",
             "--disable-radix-cache", "--skip-tokenizer-init", "--dtype", "bfloat16",
             "--mem-fraction-static", str(DEFAULTS["mem_fraction_static"]),
-            "--max-total-tokens", str(DEFAULTS["max_total_tokens"]),
+            "--max-total-tokens", str(max(DEFAULTS["max_total_tokens"], kv_tokens(config))),
             "--enable-metrics", "--decode-log-interval", "1"]
     if caps.has("--max-running-requests"):
         args += ["--max-running-requests", str(max(8, config.max_batch))]
@@ -121,7 +121,8 @@ def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
         if caps.has("--disable-cuda-graph"):
             return ["--disable-cuda-graph"]
         return ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
-    bs = str(max(max(CAPTURED_BS), config.max_batch))
+    captured = graph_batch_sizes(config)
+    bs = str(max(captured))
     # prefill graphs are not under test (decode / verify graphs are); off where the flag exists, as the
     # DDTree build was seen serving on the H200 (docs/device-runs.md)
     prefill = ["--cuda-graph-backend-prefill", "disabled"] if caps.has("--cuda-graph-backend-prefill") else []
@@ -131,9 +132,9 @@ def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
             out = [flag, bs]
             break
     # the captured sizes, so live batches of 3, 5 and 6 replay a padded graph (SGLang's speculative default
-    # captures every size up to 8)
+    # captures every size up to 8); a server of hundreds of requests captures powers of two beyond
     for flag in ("--cuda-graph-bs-decode", "--cuda-graph-bs"):
         if caps.has(flag):
-            out += [flag, *map(str, CAPTURED_BS)]
+            out += [flag, *map(str, captured)]
             break
     return out + prefill

@@ -80,6 +80,31 @@ captures every size 1..8, which would leave nothing padded)."""
 
 PADDED_BS = (3, 5, 6)
 """Live batch sizes below a captured one (replayed padded to 4, 8, 8): extra phases of CUDA-graph servers."""
+GRAPH_BS_CAP = 256
+"""The largest decode batch captured for a server of more than 8 requests at once (the ``scale`` profile): its CUDA
+graph holds the verify's logits ``[bs * q, V]`` (at the real vocabulary and ``q = 65``, 16 GB at 256 requests); a
+phase of more requests runs eager, as SGLang does for a batch above its largest graph."""
+
+
+def graph_batch_sizes(config: "ServerConfig") -> tuple[int, ...]:
+    """The decode batch sizes a CUDA-graph server captures: :data:`CAPTURED_BS`, and for a server of more requests
+    at once the powers of two up to its largest phase (at most :data:`GRAPH_BS_CAP`)."""
+    sizes, b = list(CAPTURED_BS), 2 * max(CAPTURED_BS)
+    while b <= min(config.max_batch, GRAPH_BS_CAP):
+        sizes.append(b)
+        b *= 2
+    return tuple(sizes)
+
+
+def kv_tokens(config: "ServerConfig") -> int:
+    """KV-cache tokens the largest phase of ``config`` holds at once: per request its prompt, its new tokens and a
+    verify block (``B + 1`` or the draft tokens), rounded up to whole pages of 64 (the pool's floor for
+    ``--max-total-tokens``, which would otherwise queue requests of a large phase)."""
+    width = config.budget + 1 if config.algorithm == DDTREE else max(config.draft_tokens or 1, 1)
+    longest = max((len(r.prompt) + r.max_new_tokens for p in config.phases for r in p.requests), default=0)
+    per = -(-(longest + width) // 64) * 64
+    return config.max_batch * per
+
 
 PROMPT_SLOTS = 14
 """Distinct prompts (``j mod 14``): the longest request (97 tokens after a chain prompt ending on

@@ -58,3 +58,27 @@ def test_the_plan_raises_concurrency_to_a_few_hundred_requests():
     assert ("DDTREE", 16, False) in algos and ("DDTREE", 64, False) in algos and ("DDTREE", 16, True) in algos
     assert all(c.attention == "default" for c in configs[1:])  # SGLang's own attention choice
     assert all(not c.distribution for c in configs)  # top-p 0.5 leaves the successor alone: judged as greedy
+
+
+def test_the_servers_hold_every_request_of_their_largest_phase_and_capture_graphs_up_to_the_cap():
+    """Without a pool large enough the scheduler would queue the phase (a few requests at a time, not hundreds);
+    the captured decode batches reach the cap (past it, eager) and the other profiles' servers are unchanged."""
+    from ddtree_compat.e2e.command import server_args
+    from ddtree_compat.e2e.configs import CAPTURED_BS, GRAPH_BS_CAP, graph_batch_sizes, kv_tokens
+    from ddtree_compat.e2e.probe import Capabilities
+
+    for c in plan("scale", SCALE_SHAPE)[1:]:
+        longest = max(len(r.prompt) + r.max_new_tokens for p in c.phases for r in p.requests)
+        assert kv_tokens(c) >= 512 * (longest + (c.budget or c.draft_tokens) + 1)
+        if c.cuda_graph:
+            assert graph_batch_sizes(c) == (1, 2, 4, 8, 16, 32, 64, 128, 256) and max(graph_batch_sizes(c)) == GRAPH_BS_CAP
+    for profile in ("default", "ddtree", "sampling"):
+        for c in plan(profile):
+            assert kv_tokens(c) <= 16384 and graph_batch_sizes(c) == CAPTURED_BS
+    c = next(c for c in plan("scale", SCALE_SHAPE) if c.budget == 64)
+    caps = Capabilities("0.5.23", ("--max-running-requests", "--cuda-graph-max-bs", "--cuda-graph-bs",
+                                   "--max-total-tokens"), ("DDTREE",), {})
+    args = server_args(c, caps, "/t", "/d")
+    assert args[args.index("--max-total-tokens") + 1] == str(kv_tokens(c))
+    assert args[args.index("--max-running-requests") + 1] == "512"
+    assert args[args.index("--cuda-graph-max-bs") + 1] == "256"

@@ -45,7 +45,7 @@ class _DDTreeSampler(DDTreeReference):
 def _reference(record):
     if record.name == "ddtree_sample_distribution":
         return _DDTreeSampler()
-    ddtree = record.table == "ddtree" or record.name in ("ddtree_sample@scale", "ddtree_fa_full@scale")
+    ddtree = record.table == "ddtree" or record.name.startswith("ddtree_")  # a DDTree kernel's deployment shapes too
     return DDTreeReference() if ddtree else OracleBackend()
 
 

@@ -127,7 +127,8 @@ def _references():
 
     return {"tree_speculative_sampling": OracleBackend, "chain_speculative_sampling": OracleBackend,
             "verify_tree_greedy": OracleBackend, "assign_req_to_token": OracleBackend, "move_kv": OracleBackend,
-            "ddtree_sample": DDTreeReference, "ddtree_fa_full": DDTreeReference, "verify_attention": OracleBackend}
+            "ddtree_sample": DDTreeReference, "ddtree_fa_full": DDTreeReference, "verify_attention": OracleBackend,
+            "ddtree_compile": DDTreeReference, "ddtree_fa_suffix": DDTreeReference, "ddtree_build": DDTreeReference}
 
 
 SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, vocab=64, budget=3),
@@ -137,7 +138,10 @@ SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, 
          "assign_req_to_token": ScaleCase("assign_req_to_token", 5, context=64),
          "move_kv": ScaleCase("move_kv", 3, context=40),
          "ddtree_fa_full": ScaleCase("ddtree_fa_full", 4, budget=3, context=24),
-         "verify_attention": ScaleCase("verify_attention", 4, budget=3, context=20)}
+         "verify_attention": ScaleCase("verify_attention", 4, budget=3, context=20),
+         "ddtree_compile": ScaleCase("ddtree_compile", 4, budget=3, context=12),
+         "ddtree_fa_suffix": ScaleCase("ddtree_fa_suffix", 4, budget=3, context=24),
+         "ddtree_build": ScaleCase("ddtree_build", 5, budget=8)}
 
 
 def test_every_kernel_with_scale_cells_has_a_small_case_here_and_a_tag():
@@ -185,7 +189,8 @@ class _Wrapping:
 
 WRAPPED = {"tree_speculative_sampling": (9, False), "chain_speculative_sampling": (9, False),
            "ddtree_sample": (0, False), "assign_req_to_token": (1, True), "ddtree_fa_full": (4, True),
-           "verify_attention": (5, False)}
+           "verify_attention": (5, False), "ddtree_compile": (9, True), "ddtree_fa_suffix": (1, False),
+           "ddtree_build": (1, False)}
 """Per kernel, the argument whose offsets wrap (the probabilities, req_to_token, the page table) and whether the
 kernel writes it."""
 

@@ -22,8 +22,15 @@ The shapes, as the systems under test allocate them (facts read from their code,
 * verify attention: the KV pool as above (a request's prefix of ``context`` tokens in it, the pool's last requests
   past 2^31 elements) and the tree mask ``[sum of q * (context + q)]`` (SGLang's ``custom_mask``, flattened per
   request, ``eagle_info.py`` / ``triton_backend.py``);
-* the tree verify's ``[bs, q]`` int64 tree tensors (``verify_tree_greedy``): no boundary within any deployment's
-  batch; its cells sit at the top of the range instead.
+* the DDTree verify-input compile's packed tree mask: the same ``[sum of q * (past + q)]`` booleans
+  (``compile_ddtree_tree_triton``'s ``tree_attention_mask``, past = the context), beside its ``[bs * q]`` ids and
+  positions;
+* the FlashAttention suffix metadata (tree attention's cascade): its page table ``[bs * q, q]`` and the
+  ``req_to_token`` rows it reads (``build_ddtree_fa_suffix_metadata_triton``);
+* the tree build's top-k ``[bs, L, K]`` (``L`` = block size - 1 = 15, ``K`` = ``B``) and its visibility
+  ``[bs, B + 1, B + 1]`` (``build_ddtree_tree_triton``), and the tree verify's ``[bs, q]`` int64 tree tensors
+  (``verify_tree_greedy``): no boundary within any deployment's batch; their cells sit at the top of the range
+  instead.
 """
 
 from __future__ import annotations
@@ -99,6 +106,13 @@ KV_POOL = Indexed("k_buffer", lambda s, bs: (bs * s.context + s.page_size, _KV_H
 V_POOL = Indexed("v_buffer", lambda s, bs: (bs * s.context + s.page_size, _KV_HEADS, _HEAD_DIM), _KV_BYTES)
 TREE_MASK = Indexed("custom_mask", lambda s, bs: (bs * s.q * (s.context + s.q),), 1)
 FA_PAGE_TABLE = Indexed("page_table", lambda s, bs: (bs * s.q, s.context + s.q), 4)
+FA_SUFFIX_TABLE = Indexed("page_table", lambda s, bs: (bs * s.q, s.q), 4)
+COMPILE_MASK = Indexed("tree_attention_mask", lambda s, bs: (bs * s.q * (s.context + s.q),), 1)
+BUILD_DEPTHS = 15
+"""``L``: the tree build's depth limit at block size 16 (the field's)."""
+TOP_LOG_PROBS = Indexed("top_log_probs", lambda s, bs: (bs, BUILD_DEPTHS, s.budget), 4)
+TOP_TOKEN_IDS = Indexed("top_token_ids", lambda s, bs: (bs, BUILD_DEPTHS, s.budget), 8)
+BUILD_VISIBILITY = Indexed("out_visibility", lambda s, bs: (bs, s.q, s.q), 1)
 
 
 @dataclass(frozen=True)
@@ -129,6 +143,9 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("move_kv", (K_BUFFER,), ("context",)),
     Kernel("ddtree_fa_full", (FA_PAGE_TABLE, REQ_TO_TOKEN), ("budget", "context")),
     Kernel("verify_attention", (KV_POOL, V_POOL, TREE_MASK), ("budget", "context")),
+    Kernel("ddtree_compile", (COMPILE_MASK,), ("budget", "context")),
+    Kernel("ddtree_fa_suffix", (FA_SUFFIX_TABLE, REQ_TO_TOKEN), ("budget", "context")),
+    Kernel("ddtree_build", (TOP_LOG_PROBS, TOP_TOKEN_IDS, BUILD_VISIBILITY), ("budget",)),
 )}
 """Every kernel with scale cells, by the backend method it calls."""
 

@@ -14,11 +14,13 @@ import functools
 import torch
 
 from ...harness.arena import arena, room
-from ...harness.buffers import POISON
+from ...harness.buffers import BOOL_POISON, POISON
 from ...harness.calls import Findings, check
 from ...outcomes import Verdict
+from ..ddtree import oracle as D
+from ..ddtree.records import DDTreeCase
 from . import oracle as R
-from .boundaries import gib
+from .boundaries import BUILD_DEPTHS, gib
 from .records import ScaleCase
 
 DEVICE_ONLY = ("device only: deployment-shape cells allocate their tensors (up to tens of GiB) on a GPU and launch "
@@ -421,5 +423,137 @@ def verify_attention(case: ScaleCase, backend, device: str):
         return [f"o: {bad.numel()} of {bs} requests' rows differ from their V rows by more than "
                 f"{ATTENTION_TOLERANCE:g} (requests {bad[:4].tolist()}{' ...' if bad.numel() > 4 else ''}; request {r}: "
                 f"got {first}, want {want[r].flatten()[:4].tolist()} ...)"] + arena(device).damaged()
+
+    return judge
+
+
+def _chain_visibility(t: torch.Tensor, bs: int, q: int) -> None:
+    """``[bs, q, q]``: each request's tree is a chain, row ``i`` sees nodes ``0..i``."""
+    t.copy_(torch.ones(q, q, dtype=torch.bool, device=t.device).tril().expand(bs, q, q))
+
+
+@scale_check
+def ddtree_compile(case: ScaleCase, backend, device: str):
+    """The DDTree verify-input compile over ``bs`` chains of ``B`` nodes after a prefix of ``context`` tokens: ids
+    ``[root, tokens]``, positions ``context + depth``, and each request's block of the packed tree mask (``q`` rows of
+    ``context + q``: the whole prefix, then the chain's lower triangle) at offset ``b * q * (context + q)``; the mask
+    poisoned with a byte no bool store writes, so an element left unwritten shows."""
+    bs, q, ctx, b = case.batch, case.q, case.context, case.budget
+    t = arena(device).take([
+        ("root", (bs,), I64), ("tokens", (bs, b), I64), ("depths", (bs, b), I64), ("visibility", (bs, q, q), torch.bool),
+        ("start", (bs,), I64), ("past", (bs,), I64), ("sizes", (bs,), I64), ("out_ids", (bs * q,), I64),
+        ("out_positions", (bs * q,), I64), ("tree_attention_mask", case.dims("tree_attention_mask"), torch.bool)])
+    tok = _tokens(bs, q, 1 << 17, device)
+    t["root"].copy_(tok[:, 0])
+    t["tokens"].copy_(tok[:, 1:])
+    t["depths"].copy_(torch.arange(1, q, dtype=I64, device=device).repeat(bs, 1))
+    _chain_visibility(t["visibility"], bs, q)
+    for name, value in (("start", ctx), ("past", ctx), ("sizes", q), ("out_ids", POISON), ("out_positions", POISON)):
+        t[name].fill_(value)
+    mask = t["tree_attention_mask"]
+    mask.view(torch.uint8).fill_(BOOL_POISON)
+    backend.ddtree_compile(t["root"], t["tokens"], t["depths"], t["visibility"], t["start"], t["past"], t["sizes"],
+                           t["out_ids"], t["out_positions"], mask, q, ctx + q)
+
+    def judge():
+        positions = (ctx + torch.arange(q, dtype=I64, device=device)).repeat(bs, 1)
+        problems = (_rows_differ("verify_input_ids", t["out_ids"].view(bs, q), tok)
+                    + _rows_differ("verify_position_ids", t["out_positions"].view(bs, q), positions))
+        blocks = mask.view(torch.uint8).view(bs, q, ctx + q)
+        tree = torch.ones(q, q, dtype=torch.uint8, device=device).tril()
+        per = max(1, CHUNK // (q * (ctx + q)))
+        bad = torch.cat([((blocks[s:s + per, :, :ctx] != 1).flatten(1).any(dim=1)
+                          | (blocks[s:s + per, :, ctx:] != tree).flatten(1).any(dim=1)).nonzero().flatten() + s
+                         for s in range(0, bs, per)])
+        if bad.numel():
+            r = int(bad[0])
+            row = blocks[r].flatten()
+            want = torch.cat([torch.ones(q, ctx, dtype=torch.uint8, device=device), tree], dim=1).flatten()
+            cols = (row != want).nonzero().flatten()[:4].tolist()
+            shown = ", ".join(f"[{c}] {row[c].item()} want {want[c].item()}" for c in cols)
+            problems.append(f"tree_attention_mask: {bad.numel()} of {bs} requests' blocks differ (requests "
+                            f"{bad[:4].tolist()}{' ...' if bad.numel() > 4 else ''}; request {r}'s block of "
+                            f"{row.numel()} elements: {shown}; {BOOL_POISON} = never written)")
+        return problems + arena(device).damaged()
+
+    return judge
+
+
+@scale_check
+def ddtree_fa_suffix(case: ScaleCase, backend, device: str):
+    """FlashAttention suffix metadata over a chain (tree attention's cascade): row ``(b, i)`` of the ``[bs * q, q]``
+    page table holds request ``b``'s verify slots ``0..i`` from its ``req_to_token`` row (the block at the row's end,
+    ``seq_len = context - q``), zeros after; ``cache_seqlens`` ``i + 1``."""
+    bs, q, ctx = case.batch, case.q, case.context
+    t = arena(device).take([("visibility", (bs, q, q), torch.bool), ("req_to_token", case.dims("req_to_token"), I32),
+                            ("req_pool_indices", (bs,), I64), ("seq_lens", (bs,), I64),
+                            ("page_table", case.dims("page_table"), I32), ("cache_seqlens", (bs * q,), I32)])
+    _chain_visibility(t["visibility"], bs, q)
+    _req_to_token_rows(t["req_to_token"], ctx)
+    t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
+    seq = ctx - q
+    t["seq_lens"].fill_(seq)
+    t["page_table"].fill_(POISON)
+    t["cache_seqlens"].fill_(POISON)
+    backend.ddtree_fa_suffix(t["visibility"], t["req_to_token"], t["req_pool_indices"], t["seq_lens"],
+                             t["page_table"], t["cache_seqlens"], q)
+
+    def judge():
+        lens = (1 + torch.arange(q, dtype=I32, device=device)).repeat(bs, 1)
+        b = torch.arange(bs, dtype=I64, device=device).view(bs, 1, 1)
+        j = torch.arange(q, dtype=I64, device=device).view(1, 1, q)
+        i = torch.arange(q, dtype=I64, device=device).view(1, q, 1)
+        want = torch.where(j <= i, R.slot(b, seq + j, ctx), 0).to(I32)
+        return (_rows_differ("cache_seqlens", t["cache_seqlens"].view(bs, q), lens)
+                + _rows_differ("page_table", t["page_table"].view(bs, q, q), want)
+                + arena(device).damaged())
+
+    return judge
+
+
+BUILD_ROW_STRIDE = 1 << 20
+"""The tree build's cells give request ``b`` the draft of one DDTree case with every token id plus ``b *`` this:
+the same tree in every row, its tokens naming the row they belong to."""
+
+
+@scale_check
+def ddtree_build(case: ScaleCase, backend, device: str):
+    """The Triton best-first tree build over ``bs`` requests whose top-k log-probs are one case's (the DDTree
+    family's ``peaked`` draft at this budget, its tree known by the family's oracle), the token ids of request ``b``
+    shifted by ``b *`` :data:`BUILD_ROW_STRIDE`: every row's tree is that tree, its tokens shifted."""
+    bs, q, b = case.batch, case.q, case.budget
+    one = DDTreeCase(b, block_size=BUILD_DEPTHS + 1, topk=b, batch=1, vocab=max(1024, b))
+    lp, ids = one.top
+    tree = D.arrays(one.built()[0], b)
+    t = arena(device).take([
+        ("top_log_probs", case.dims("top_log_probs"), F32), ("top_token_ids", case.dims("top_token_ids"), I64),
+        ("out_tokens", (bs, b), I64), ("out_depths", (bs, b), I64), ("out_parents", (bs, q), I64),
+        ("out_visibility", case.dims("out_visibility"), torch.bool), ("out_sizes", (bs,), I64)])
+    rows = torch.arange(bs, dtype=I64, device=device)
+    t["top_log_probs"].copy_(torch.tensor(lp[0], dtype=F32, device=device).expand(bs, -1, -1))
+    t["top_token_ids"].copy_(torch.tensor(ids[0], dtype=I64, device=device) + rows.view(bs, 1, 1) * BUILD_ROW_STRIDE)
+    for name in ("out_tokens", "out_depths", "out_parents", "out_sizes"):
+        t[name].fill_(POISON)
+    t["out_visibility"].view(torch.uint8).fill_(BOOL_POISON)
+    backend.ddtree_build(t["top_log_probs"], t["top_token_ids"], b, t["out_tokens"], t["out_depths"],
+                         t["out_parents"], t["out_visibility"], t["out_sizes"])
+
+    def judge():
+        n = tree.size - 1
+        tokens = torch.tensor(tree.tokens, dtype=I64, device=device).repeat(bs, 1)
+        tokens[:, :n] += rows.view(bs, 1) * BUILD_ROW_STRIDE
+
+        def same(values, dtype=I64):  # one tree's array, in every row
+            one = torch.tensor(values, dtype=dtype, device=device)
+            return one.expand(bs, *one.shape)
+
+        return (_rows_differ("out_tokens", t["out_tokens"], tokens)
+                + _rows_differ("out_depths", t["out_depths"], same(tree.depths))
+                + _rows_differ("out_parents", t["out_parents"], same(tree.parents))
+                + _rows_differ("out_visibility", t["out_visibility"].view(torch.uint8),
+                               same(tree.visibility, torch.uint8))
+                + _rows_differ("out_sizes", t["out_sizes"].view(bs, 1), torch.full((bs, 1), tree.size, dtype=I64,
+                                                                                     device=device))
+                + arena(device).damaged())
 
     return judge
