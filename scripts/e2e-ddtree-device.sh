@@ -20,7 +20,7 @@
 #      visibility bit in compile_ddtree_tree; `-k ddtree-b16` on triton; its cells must be recorded `wrong`
 # Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d, s default `triton`, the backend they were run on
 # before; p all four; m triton).
-# Session s takes a -k expression from E2E_K_S (default: every cell).
+# Servers at once per session: DDTREE_E2E_PARALLEL_<S> (default below). Each session takes a -k expression from E2E_K_<S> (E2E_K_X="c512", ...; default: every cell, m: ddtree-b16).
 # (E2E_SESSIONS="a b c" by default picks them). Each session is stopped at E2E_BUDGET_S seconds (default 420) so the
 # tarballs still get written inside a 10-minute call. Writes into OUT: <s>.jsonl, <s>-pytest.log and
 # <s>-captures.tar.gz per session (server logs, launch commands, per-phase captures; no checkpoints).
@@ -36,21 +36,24 @@ declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=r
                  [m]=rancy-ddtree-v2 [s]=rancy-ddtree-v2 [x]=rancy-ddtree-v2 [y]=rancy-ddtree)
 declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary [p]=ddtree-smoke [m]=ddtree-smoke
                     [s]=sampling [x]=scale [y]=scale)
-declare -A PAR=([a]=${DDTREE_E2E_PARALLEL_A:-13} [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=2 [y]=2)
+declare -A PAR=([a]=13 [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=2 [y]=2)
 declare -A ATTN=([a]=${E2E_ATTENTION_A:-triton} [b]=${E2E_ATTENTION_B:-triton} [c]=${E2E_ATTENTION_C:-triton}
                  [d]=${E2E_ATTENTION_D:-triton} [p]=${E2E_ATTENTION_P:-default,triton,flashinfer,fa3}
                  [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton} [x]=${E2E_ATTENTION_X:-default,triton}
                  [y]=${E2E_ATTENTION_Y:-triton})
-declare -A SELECT=([m]="ddtree-b16" [s]="${E2E_K_S:-}")
+declare -A SELECT=([m]="ddtree-b16")
 pids=()
 for s in ${E2E_SESSIONS:-a b c}; do
   impl=${IMPL[$s]}
   [ -f "$ROOT/impl/$impl/env.sh" ] || { echo "no $impl in $ROOT/impl" >> "$OUT/setup.log"; continue; }
   (
     . "$ROOT/impl/$impl/env.sh"
-    export DDTREE_E2E_PROFILE=${PROFILE[$s]} DDTREE_E2E_PARALLEL=${PAR[$s]}
+    pvar="DDTREE_E2E_PARALLEL_${s^^}"
+    export DDTREE_E2E_PROFILE=${PROFILE[$s]} DDTREE_E2E_PARALLEL=${!pvar:-${PAR[$s]}}
     sel=()
-    [ -n "${SELECT[$s]:-}" ] && sel=(-k "${SELECT[$s]}")
+    kvar="E2E_K_${s^^}"
+    k=${!kvar:-${SELECT[$s]:-}}
+    [ -n "$k" ] && sel=(-k "$k")
     if [ "$s" = m ]; then
       export PYTHONPATH="$PWD/tests/e2e/planted_mask:$PYTHONPATH" DDTREE_PLANTED_LOG="$OUT/m-planted.log"
     fi

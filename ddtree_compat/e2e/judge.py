@@ -438,6 +438,18 @@ def _summary(config: ServerConfig, expect: PhaseExpectation, m: dict) -> str:
     return "; ".join(parts)
 
 
+def shared_gpu(verdict: Verdict, servers_at_once: int) -> Verdict:
+    """A server that ran out of GPU memory while up to ``servers_at_once`` servers of this session shared the one GPU
+    (``DDTREE_E2E_PARALLEL``): the suite's ``error`` (its servers' memory together), never a verdict on the server;
+    alone (``servers_at_once == 1``) it stays a ``fault`` of class ``out-of-memory`` (that configuration's own limit
+    at that concurrency on this GPU)."""
+    if verdict.outcome != "fault" or verdict.fault_class != "out-of-memory" or servers_at_once <= 1:
+        return verdict
+    return Verdict("error", f"the suite's: out of GPU memory with up to {servers_at_once} servers of this session on "
+                            f"the one GPU (DDTREE_E2E_PARALLEL); run the cell alone (DDTREE_E2E_PARALLEL=1) for the "
+                            f"server's own limit. {verdict.message}", duration_s=verdict.duration_s)
+
+
 def judge_negative_control(config: ServerConfig, phase: Phase, obs, expect: PhaseExpectation,
                            twin_expect: PhaseExpectation, baseline: dict | None) -> Judgement:
     """A negative control passes when its own expectation (accept length 1.00) holds AND the same

@@ -155,3 +155,17 @@ def test_the_field_symptom_leads_the_message_and_the_first_fault_class_wins():
                                                           "encountered\n")
     judged = j.judge(c, p, e, both)
     assert (judged.verdict.outcome, judged.verdict.fault_class) == ("fault", "illegal-instruction")
+
+
+def test_out_of_memory_beside_the_sessions_other_servers_is_the_suites_error_alone_a_fault():
+    """Seen on the H200 (session 22): four servers of the scale profile at once, one ran out of memory at 512 requests
+    while another held 64 GiB; the same configuration alone served them."""
+    from ddtree_compat.e2e.judge import shared_gpu
+    from ddtree_compat.outcomes import Verdict
+
+    oom = Verdict("fault", "scheduler raised ...: torch.OutOfMemoryError: CUDA out of memory.", fault_class="out-of-memory")
+    shared = shared_gpu(oom, 2)
+    assert shared.outcome == "error" and "DDTREE_E2E_PARALLEL=1" in shared.message and "OutOfMemoryError" in shared.message
+    assert shared_gpu(oom, 1) is oom
+    other = Verdict("fault", "illegal instruction", fault_class="illegal-instruction")
+    assert shared_gpu(other, 8) is other
