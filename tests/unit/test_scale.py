@@ -121,6 +121,17 @@ def test_the_plants_tokens_sit_in_the_last_columns_of_each_row_and_differ_betwee
 CPU = "cpu"
 
 
+def _cascade():
+    """The cascade's reference: the one-pass reference's attention (the cascade must equal it)."""
+    from ddtree_compat.backends.oracle_column import OracleBackend
+
+    class Cascade(OracleBackend):
+        def verify_attention_cascade(self, *args, **kwargs):
+            return self.verify_attention(*args, **kwargs)
+
+    return Cascade
+
+
 def _references():
     from ddtree_compat.backends.oracle_column import OracleBackend
     from ddtree_compat.families.ddtree.reference import DDTreeReference
@@ -128,7 +139,8 @@ def _references():
     return {"tree_speculative_sampling": OracleBackend, "chain_speculative_sampling": OracleBackend,
             "verify_tree_greedy": OracleBackend, "assign_req_to_token": OracleBackend, "move_kv": OracleBackend,
             "ddtree_sample": DDTreeReference, "ddtree_fa_full": DDTreeReference, "verify_attention": OracleBackend,
-            "ddtree_compile": DDTreeReference, "ddtree_fa_suffix": DDTreeReference, "ddtree_build": DDTreeReference}
+            "ddtree_compile": DDTreeReference, "ddtree_fa_suffix": DDTreeReference, "ddtree_build": DDTreeReference,
+            "ddtree_prune": DDTreeReference, "ddtree_follow": DDTreeReference, "verify_attention_cascade": _cascade()}
 
 
 SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, vocab=64, budget=3),
@@ -141,7 +153,10 @@ SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, 
          "verify_attention": ScaleCase("verify_attention", 4, budget=3, context=20),
          "ddtree_compile": ScaleCase("ddtree_compile", 4, budget=3, context=12),
          "ddtree_fa_suffix": ScaleCase("ddtree_fa_suffix", 4, budget=3, context=24),
-         "ddtree_build": ScaleCase("ddtree_build", 5, budget=8)}
+         "ddtree_build": ScaleCase("ddtree_build", 5, budget=8),
+         "ddtree_prune": ScaleCase("ddtree_prune", 7, budget=32),
+         "ddtree_follow": ScaleCase("ddtree_follow", 5, budget=7),
+         "verify_attention_cascade": ScaleCase("verify_attention_cascade", 4, budget=3, context=20)}
 
 
 def test_every_kernel_with_scale_cells_has_a_small_case_here_and_a_tag():
@@ -190,7 +205,8 @@ class _Wrapping:
 WRAPPED = {"tree_speculative_sampling": (9, False), "chain_speculative_sampling": (9, False),
            "ddtree_sample": (0, False), "assign_req_to_token": (1, True), "ddtree_fa_full": (4, True),
            "verify_attention": (5, False), "ddtree_compile": (9, True), "ddtree_fa_suffix": (1, False),
-           "ddtree_build": (1, False)}
+           "ddtree_build": (1, False), "ddtree_prune": (7, True), "ddtree_follow": (0, False),
+           "verify_attention_cascade": (5, False)}
 """Per kernel, the argument whose offsets wrap (the probabilities, req_to_token, the page table) and whether the
 kernel writes it."""
 

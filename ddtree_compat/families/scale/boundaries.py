@@ -27,8 +27,11 @@ The shapes, as the systems under test allocate them (facts read from their code,
   positions;
 * the FlashAttention suffix metadata (tree attention's cascade): its page table ``[bs * q, q]`` and the
   ``req_to_token`` rows it reads (``build_ddtree_fa_suffix_metadata_triton``);
+* verify attention on FA3's cascade (a DDTree tree's prefix pass, its suffix pass over
+  ``build_ddtree_fa_suffix_metadata_triton``'s page table, and their merge): the KV pool and mask as above;
 * the tree build's top-k ``[bs, L, K]`` (``L`` = block size - 1 = 15, ``K`` = ``B``) and its visibility
-  ``[bs, B + 1, B + 1]`` (``build_ddtree_tree_triton``), and the tree verify's ``[bs, q]`` int64 tree tensors
+  ``[bs, B + 1, B + 1]`` (``build_ddtree_tree_triton``), the prune's input and output trees of that shape, the greedy
+  follow's ``[bs, q]`` (``follow_verified_tree_triton``) and the tree verify's ``[bs, q]`` int64 tree tensors
   (``verify_tree_greedy``): no boundary within any deployment's batch; their cells sit at the top of the range
   instead.
 """
@@ -113,6 +116,8 @@ BUILD_DEPTHS = 15
 TOP_LOG_PROBS = Indexed("top_log_probs", lambda s, bs: (bs, BUILD_DEPTHS, s.budget), 4)
 TOP_TOKEN_IDS = Indexed("top_token_ids", lambda s, bs: (bs, BUILD_DEPTHS, s.budget), 8)
 BUILD_VISIBILITY = Indexed("out_visibility", lambda s, bs: (bs, s.q, s.q), 1)
+IN_VISIBILITY = Indexed("in_visibility", lambda s, bs: (bs, s.q, s.q), 1)
+FOLLOW_TENSORS = Indexed("draft_tokens", lambda s, bs: (bs, s.q), 8)
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,9 @@ KERNELS: dict[str, Kernel] = {k.name: k for k in (
     Kernel("ddtree_compile", (COMPILE_MASK,), ("budget", "context")),
     Kernel("ddtree_fa_suffix", (FA_SUFFIX_TABLE, REQ_TO_TOKEN), ("budget", "context")),
     Kernel("ddtree_build", (TOP_LOG_PROBS, TOP_TOKEN_IDS, BUILD_VISIBILITY), ("budget",)),
+    Kernel("ddtree_prune", (BUILD_VISIBILITY, IN_VISIBILITY), ("budget",)),
+    Kernel("ddtree_follow", (FOLLOW_TENSORS,), ("budget",)),
+    Kernel("verify_attention_cascade", (KV_POOL, V_POOL, TREE_MASK), ("budget", "context")),
 )}
 """Every kernel with scale cells, by the backend method it calls."""
 

@@ -377,6 +377,16 @@ def verify_attention(case: ScaleCase, backend, device: str):
     ``b * context ..`` (the last requests' slots past the boundary), its tree is a chain (row ``i`` sees the prefix
     and tree rows ``0..i``); K is zero and every V row of request ``b`` is :func:`.oracle.attention_value`, so every output
     row of request ``b`` is that row whatever the weights: every row judged, no reference attention."""
+    return _attention(case, backend.verify_attention, device)
+
+
+@scale_check
+def verify_attention_cascade(case: ScaleCase, backend, device: str):
+    """:func:`verify_attention`'s cell on FA3's cascade (a DDTree tree's prefix pass, suffix pass and merge)."""
+    return _attention(case, backend.verify_attention_cascade, device)
+
+
+def _attention(case: ScaleCase, kernel, device: str):
     from .boundaries import ATTN_HEADS
 
     bs, q, ctx = case.batch, case.q, case.context
@@ -404,8 +414,8 @@ def verify_attention(case: ScaleCase, backend, device: str):
     qo_indptr = torch.arange(0, (bs + 1) * q, q, dtype=I32, device=device)
     kv_indptr = torch.arange(0, (bs + 1) * ctx, ctx, dtype=I32, device=device)
     mask_indptr = torch.arange(0, (bs + 1) * q * (ctx + q), q * (ctx + q), dtype=I64, device=device)
-    backend.verify_attention(t["q"], t["k"], t["v"], t["o"], t["k_buffer"], t["v_buffer"], qo_indptr, kv_indptr,
-                             t["kv_indices"], t["custom_mask"], mask_indptr, q, dim ** -0.5, page_size=1)
+    kernel(t["q"], t["k"], t["v"], t["o"], t["k_buffer"], t["v_buffer"], qo_indptr, kv_indptr, t["kv_indices"],
+           t["custom_mask"], mask_indptr, q, dim ** -0.5, page_size=1)
 
     def judge():
         group = ATTN_HEADS // kv_heads
@@ -522,9 +532,9 @@ def ddtree_build(case: ScaleCase, backend, device: str):
     family's ``peaked`` draft at this budget, its tree known by the family's oracle), the token ids of request ``b``
     shifted by ``b *`` :data:`BUILD_ROW_STRIDE`: every row's tree is that tree, its tokens shifted."""
     bs, q, b = case.batch, case.q, case.budget
-    one = DDTreeCase(b, block_size=BUILD_DEPTHS + 1, topk=b, batch=1, vocab=max(1024, b))
+    one, built = _one_tree(b)
     lp, ids = one.top
-    tree = D.arrays(one.built()[0], b)
+    tree = D.arrays(built, b)
     t = arena(device).take([
         ("top_log_probs", case.dims("top_log_probs"), F32), ("top_token_ids", case.dims("top_token_ids"), I64),
         ("out_tokens", (bs, b), I64), ("out_depths", (bs, b), I64), ("out_parents", (bs, q), I64),
@@ -543,9 +553,8 @@ def ddtree_build(case: ScaleCase, backend, device: str):
         tokens = torch.tensor(tree.tokens, dtype=I64, device=device).repeat(bs, 1)
         tokens[:, :n] += rows.view(bs, 1) * BUILD_ROW_STRIDE
 
-        def same(values, dtype=I64):  # one tree's array, in every row
-            one = torch.tensor(values, dtype=dtype, device=device)
-            return one.expand(bs, *one.shape)
+        def same(values, dtype=I64):
+            return _same(values, bs, dtype, device)
 
         return (_rows_differ("out_tokens", t["out_tokens"], tokens)
                 + _rows_differ("out_depths", t["out_depths"], same(tree.depths))
@@ -555,5 +564,88 @@ def ddtree_build(case: ScaleCase, backend, device: str):
                 + _rows_differ("out_sizes", t["out_sizes"].view(bs, 1), torch.full((bs, 1), tree.size, dtype=I64,
                                                                                      device=device))
                 + arena(device).damaged())
+
+    return judge
+
+
+def _one_tree(budget: int):
+    """The DDTree case whose draft every request of the build and prune cells gets (the family's ``peaked`` draft
+    at this budget, block size 16, top-k ``B``) and its tree by the family's oracle."""
+    one = DDTreeCase(budget, block_size=BUILD_DEPTHS + 1, topk=budget, batch=1, vocab=max(1024, budget))
+    return one, one.built()[0]
+
+
+def _same(values, bs: int, dtype, device: str) -> torch.Tensor:
+    """One tree's array, in every row."""
+    one = torch.tensor(values, dtype=dtype, device=device)
+    return one.expand(bs, *one.shape)
+
+
+@scale_check
+def ddtree_prune(case: ScaleCase, backend, device: str):
+    """The Triton deepest-chain prune of ``bs`` copies of one built tree (token ids shifted per request by
+    :data:`BUILD_ROW_STRIDE`): every row's pruned tree is the family oracle's prune of that tree."""
+    bs, q, b = case.batch, case.q, case.budget
+    _, built = _one_tree(b)
+    full, pruned = D.arrays(built, b), D.arrays(D.prune_deepest_chains(built)[0], b, "identity")
+    rows = torch.arange(bs, dtype=I64, device=device).view(bs, 1)
+    t = arena(device).take([
+        ("in_tokens", (bs, b), I64), ("in_depths", (bs, b), I64), ("in_parents", (bs, q), I64),
+        ("in_visibility", case.dims("in_visibility"), torch.bool), ("out_tokens", (bs, b), I64),
+        ("out_depths", (bs, b), I64), ("out_parents", (bs, q), I64),
+        ("out_visibility", case.dims("out_visibility"), torch.bool), ("out_sizes", (bs,), I64)])
+    shifted = lambda arr: _same(arr.tokens, bs, I64, device) + torch.where(  # noqa: E731
+        torch.arange(b, device=device) < arr.size - 1, rows * BUILD_ROW_STRIDE, 0)
+    t["in_tokens"].copy_(shifted(full))
+    t["in_depths"].copy_(_same(full.depths, bs, I64, device))
+    t["in_parents"].copy_(_same(full.parents, bs, I64, device))
+    t["in_visibility"].copy_(_same(full.visibility, bs, torch.bool, device))
+    for name in ("out_tokens", "out_depths", "out_parents", "out_sizes"):
+        t[name].fill_(POISON)
+    t["out_visibility"].view(torch.uint8).fill_(BOOL_POISON)
+    backend.ddtree_prune(t["in_tokens"], t["in_depths"], t["in_parents"], t["in_visibility"], t["out_tokens"],
+                         t["out_depths"], t["out_parents"], t["out_visibility"], t["out_sizes"], b)
+
+    def judge():
+        return (_rows_differ("out_tokens", t["out_tokens"], shifted(pruned))
+                + _rows_differ("out_depths", t["out_depths"], _same(pruned.depths, bs, I64, device))
+                + _rows_differ("out_parents", t["out_parents"], _same(pruned.parents, bs, I64, device))
+                + _rows_differ("out_visibility", t["out_visibility"].view(torch.uint8),
+                               _same(pruned.visibility, bs, torch.uint8, device))
+                + _rows_differ("out_sizes", t["out_sizes"].view(bs, 1),
+                               torch.full((bs, 1), pruned.size, dtype=I64, device=device))
+                + arena(device).damaged())
+
+    return judge
+
+
+@scale_check
+def ddtree_follow(case: ScaleCase, backend, device: str):
+    """The greedy follow over ``bs`` chains whose target at node ``i`` is the next draft token (the bonus at ``B``):
+    every node accepted, ``accepted_lens = q``, the path ``0..B``, its tokens the chain's, ``next_tokens`` the bonus."""
+    bs, q, b = case.batch, case.q, case.budget
+    t = arena(device).take([
+        ("draft_tokens", (bs, q), I64), ("target_predict", (bs, q), I64), ("parents", (bs, q), I64),
+        ("sizes", (bs,), I64), ("accepted_indices", (bs, q), I64), ("accepted_token_ids", (bs, q), I64),
+        ("accepted_lens", (bs,), I64), ("next_tokens", (bs,), I64)])
+    tok = _tokens(bs, q + 1, 1 << 17, device)
+    t["draft_tokens"].copy_(tok[:, :q])
+    t["target_predict"].copy_(tok[:, 1:])
+    t["parents"].copy_(torch.arange(-1, q - 1, dtype=I64, device=device).repeat(bs, 1))
+    t["sizes"].fill_(q)
+    for name in ("accepted_indices", "accepted_token_ids", "accepted_lens", "next_tokens"):
+        t[name].fill_(POISON)
+    backend.ddtree_follow(t["draft_tokens"], t["target_predict"], t["parents"], t["sizes"], t["accepted_indices"],
+                          t["accepted_token_ids"], t["accepted_lens"], t["next_tokens"])
+
+    def judge():
+        problems = (_rows_differ("accepted_lens", t["accepted_lens"].view(bs, 1),
+                                 torch.full((bs, 1), q, dtype=I64, device=device))
+                    + _rows_differ("accepted_indices", t["accepted_indices"],
+                                   torch.arange(q, dtype=I64, device=device).repeat(bs, 1))
+                    + _rows_differ("accepted_token_ids", t["accepted_token_ids"], tok[:, :q])
+                    + _rows_differ("next_tokens", t["next_tokens"].view(bs, 1), tok[:, q:q + 1])
+                    + arena(device).damaged())
+        return _judged(problems, t["accepted_lens"] - 1, b)
 
     return judge

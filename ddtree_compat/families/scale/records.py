@@ -26,7 +26,8 @@ BAD = ("wrong", "zero-accept", "fault")
 """The kernel's failures (an ``error`` is the suite's own: it bounds no envelope)."""
 TAGS = {"tree_speculative_sampling": "tree", "chain_speculative_sampling": "chain", "ddtree_sample": "ddsample",
         "verify_tree_greedy": "greedy", "assign_req_to_token": "r2t", "move_kv": "kvcopy", "ddtree_fa_full": "fafull",
-        "verify_attention": "attn", "ddtree_compile": "compile", "ddtree_fa_suffix": "fasuffix", "ddtree_build": "build"}
+        "verify_attention": "attn", "ddtree_compile": "compile", "ddtree_fa_suffix": "fasuffix", "ddtree_build": "build",
+        "ddtree_prune": "prune", "ddtree_follow": "follow", "verify_attention_cascade": "cascade"}
 """A short tag per kernel, first in a case's id: ids are unique across the kernels (``replay ID`` finds the one)."""
 SLICE = bd.Shape(vocab=248320, budget=16, context=1048576)
 """The default profiles' slice: the field's model family's vocabulary, budget 16, a 1M context."""
@@ -67,7 +68,7 @@ class ScaleCase(FlatCase):
     def group(self) -> str:
         """The envelope's group: the kernel's dimensions but the batch (``v248320-b16``)."""
         parts = [f"v{self.vocab}" if self.vocab else "", f"b{self.budget}" if self.budget or self.kernel in (
-            "verify_tree_greedy", "ddtree_build") else "", f"ctx{self.context}" if self.context else ""]
+            "verify_tree_greedy", "ddtree_build", "ddtree_prune", "ddtree_follow") else "", f"ctx{self.context}" if self.context else ""]
         return "-".join(p for p in parts if p)
 
     @property
