@@ -421,12 +421,14 @@ _SAMPLING = [  # temperature 1 (the law), top-k 71 (the far tokens cut), top-p 0
     _sampled(_ddtree(15, "always", False), T1),
     _sampled(_ddtree(32, "always", False), T1),
 ]
-_SCALE = [  # deployment concurrency at a real vocabulary (SCALE_SHAPE): greedy, and top-p 0.5 (judged as greedy)
+_SCALE = [  # deployment concurrency at a real vocabulary (SCALE_SHAPE): greedy, top-p 0.5 (judged as greedy), T = 1
     _ddtree(16, "always", True),
     _ddtree(64, "always", True),
     _dflash(16, "always", True),
     _sampled(_ddtree(16, "always", True), T1_P05),
     _sampled(_dflash(16, "always", True), T1_P05),
+    _sampled(_ddtree(16, "always", True), T1),  # distribution cells: the law with the padding tokens, 512 clients
+    _sampled(_dflash(16, "always", True), T1),
 ]
 SCALE_CONCURRENCY = (1, 64, 256, 512)
 """The ``scale`` profile's phases: a few hundred requests at once, ``--max-running-requests`` and the CUDA-graph
@@ -473,6 +475,10 @@ def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
 LAW_CLIENTS = 8
 """Concurrent requests of a distribution cell (one phase, ``c8``), :data:`.sampling.TOKENS_PER_CELL` tokens
 together."""
+LAW_MIN_TOKENS = 48
+"""Tokens of each request of a distribution cell at least: several verify rounds per request when the phase has many
+clients (the ``scale`` profile's: as many as its largest phase, 512, at the field's vocabulary, where a request's
+transitions are counted up to its first padding token, about 37 on average at ``T = 1``)."""
 
 
 def _config_phases(c: ServerConfig, conc: tuple[int, ...], vocab: int) -> tuple[Phase, ...]:
@@ -480,9 +486,10 @@ def _config_phases(c: ServerConfig, conc: tuple[int, ...], vocab: int) -> tuple[
     :data:`LAW_CLIENTS` long sampled requests for a distribution cell (the prompts of the same kind)."""
     prompt_fn = chain_prompt if uses_chain_prompts(c) else prompt
     if c.distribution:
-        n = -(-TOKENS_PER_CELL // LAW_CLIENTS)
-        reqs = tuple(RequestPlan(prompt_fn(i, vocab), n, c.sampling) for i in range(LAW_CLIENTS))
-        return (Phase(f"c{LAW_CLIENTS}", LAW_CLIENTS, reqs),)
+        clients = max(LAW_CLIENTS, *conc)
+        n = max(-(-TOKENS_PER_CELL // clients), LAW_MIN_TOKENS)
+        reqs = tuple(RequestPlan(prompt_fn(i, vocab), n, c.sampling) for i in range(clients))
+        return (Phase(f"c{clients}", clients, reqs),)
     phases = _phases(expected_accept(c), concurrencies(c, conc), vocab, prompt_fn=prompt_fn)
     if c.sampling is None:
         return phases

@@ -16,6 +16,12 @@ than :data:`MIN_EXPECTED` times are pooled with the next. With :data:`TOKENS_PER
 accepts every agreeing draft (SGLang's ``--speculative-accept-threshold-single 0``: the successor's share rises to
 about ``1 - 0.0235 / (L + 1)``) is caught with power > 0.999 (``tests/e2e/test_sampling_law.py`` holds both figures).
 
+At the field's vocabulary (the ``scale`` profile's target, :attr:`.checkpoints.TinyShape.vocab_pad`) the tokens past
+the code's are a fourth category, *padding*: their embedding and ``lm_head`` rows are zero, so each has logit 0 after
+every code token (at ``T = 1``, 247,808 of them carry about 2.7% of the mass). After a padding token the law is not
+known (its zero embedding leaves the next logits to the context), so a request's transitions are counted up to the
+first padding token it emits, as after a poison token.
+
 A top-p of 0.5 leaves the successor alone (its probability is 0.98): the sampled output is then the target's greedy
 chain, and such a configuration is judged by the greedy rules (tokens, accept lengths, lossless): the sampling
 verify path must reproduce greedy decoding exactly.
@@ -34,7 +40,7 @@ MIN_EXPECTED = 5.0
 """A category expected fewer times is pooled with the next (the chi-square approximation needs it)."""
 TOKENS_PER_CELL = 2400
 """Transitions a distribution cell collects at least (the phases' requests together)."""
-CATEGORIES = ("successor", "neighbour", "far")
+CATEGORIES = ("successor", "neighbour", "far", "padding")
 
 
 @dataclass(frozen=True)
@@ -93,7 +99,8 @@ def _classes(token: int, shape: ck.TinyShape) -> list[tuple[str, float, int]]:
         else:
             far += 1
     top = [("successor", 2 * g, 1)] if successor != poison else [("far", 0.0, 1)]
-    return sorted(top + [("neighbour", g, neighbours), ("far", 0.0, far)], key=lambda c: -c[1])
+    padding = [("padding", 0.0, shape.vocab_pad)] if shape.vocab_pad else []
+    return sorted(top + [("neighbour", g, neighbours), ("far", 0.0, far)] + padding, key=lambda c: -c[1])
 
 
 def category_law(token: int, shape: ck.TinyShape, sampling: Sampling) -> dict[str, float]:
@@ -129,6 +136,8 @@ def category_law(token: int, shape: ck.TinyShape, sampling: Sampling) -> dict[st
 def category(prev: int, token: int, shape: ck.TinyShape) -> str:
     """The category of ``token`` after ``prev``."""
     v, nb = shape.vocab, shape.digits_b
+    if token >= v:
+        return "padding"
     if token == ck.succ(prev, v) and token != ck.poison_token(v):
         return "successor"
     if token == ck.poison_token(v):
@@ -145,7 +154,7 @@ class Transitions:
     Attributes:
         observed, expected: per category of :data:`CATEGORIES`.
         count: transitions counted.
-        dropped: transitions not counted (after a poison token: the target's law changes there).
+        dropped: transitions not counted (after a poison or a padding token: the target's law is not known there).
     """
 
     observed: dict[str, int]
@@ -163,7 +172,7 @@ def count_transitions(sequences, shape: ck.TinyShape, sampling: Sampling) -> Tra
     for last, out in sequences:
         prev = last
         for i, token in enumerate(out):
-            if prev == poison:
+            if prev == poison or prev >= shape.vocab:
                 dropped += len(out) - i
                 break
             law = laws.get(prev) or laws.setdefault(prev, category_law(prev, shape, sampling))

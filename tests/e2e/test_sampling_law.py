@@ -37,7 +37,8 @@ def test_category_law_is_the_targets_softmax(token, temperature):
 def test_top_k_71_cuts_the_far_tokens_and_top_p_half_leaves_the_successor():
     k71 = S.category_law(0, SHAPE, S.Sampling(1.0, top_k=71))
     assert k71["far"] == 0.0 and k71["successor"] == pytest.approx(0.97706, abs=1e-5)
-    assert S.category_law(0, SHAPE, S.Sampling(1.0, top_p=0.5)) == {"successor": 1.0, "neighbour": 0.0, "far": 0.0}
+    assert S.category_law(0, SHAPE, S.Sampling(1.0, top_p=0.5)) == {"successor": 1.0, "neighbour": 0.0, "far": 0.0,
+                                                                   "padding": 0.0}
     assert S.Sampling(1.0, top_p=0.5).point_mass() and not S.Sampling(1.0).point_mass()
     assert [s.tag for s in (S.Sampling(), S.Sampling(1.0, 71), S.Sampling(1.0, top_p=0.5))] == ["t1", "t1-k71", "t1-p0.5"]
 
@@ -95,3 +96,33 @@ def test_transitions_after_a_poison_token_are_dropped():
     p = ck.poison_token(SHAPE.vocab)
     t = S.count_transitions([(p - 2, [p - 1, p, 3, 4])], SHAPE, S.Sampling())
     assert (t.count, t.dropped) == (2, 2)
+
+
+PADDED = ck.TinyShape(vocab_pad=ck.REAL_VOCAB - ck.TinyShape().vocab)
+
+
+@pytest.mark.parametrize("token", [0, 7, 200, SHAPE.vocab - 1])
+def test_the_padding_tokens_are_a_category_of_the_law_at_the_field_vocabulary(token):
+    """The padded target's softmax over all 248320 logits (the padding rows' logits 0) per category: the law's."""
+    import torch
+
+    logits = ck.norm_gain(SHAPE) * (ck.successor_head(SHAPE) @ ck.pure_code(SHAPE)[token])
+    full = torch.cat([logits.double(), torch.zeros(PADDED.vocab_pad, dtype=torch.float64)])
+    probs = torch.softmax(full, -1)
+    want = dict.fromkeys(S.CATEGORIES, 0.0)
+    for s in range(SHAPE.vocab):
+        want[S.category(token, s, PADDED)] += float(probs[s])
+    want["padding"] = float(probs[SHAPE.vocab:].sum())
+    law = S.category_law(token, PADDED, S.Sampling())
+    for c in S.CATEGORIES:
+        assert law[c] == pytest.approx(want[c], rel=1e-9, abs=1e-15), c
+    assert 0.02 < law["padding"] < 0.035 and S.category_law(token, SHAPE, S.Sampling())["padding"] == 0.0
+    assert S.category_law(token, PADDED, S.Sampling(1.0, top_p=0.5))["padding"] == 0.0
+
+
+def test_a_padding_token_is_counted_then_the_rest_of_its_request_dropped():
+    pad = SHAPE.vocab + 1000
+    t = S.count_transitions([(6, [7, pad, 3, 4])], PADDED, S.Sampling())
+    assert (t.count, t.dropped, t.observed["padding"], t.observed["successor"]) == (2, 2, 1, 1)
+    honest = S.distribution_test(S.count_transitions([(6, [7, 8, pad])] * 40, SHAPE, S.Sampling()))
+    assert honest.impossible == 40  # a padding token where the law has none (the unpadded target)

@@ -57,7 +57,8 @@ def test_the_plan_raises_concurrency_to_a_few_hundred_requests():
     algos = {(c.algorithm, c.budget, c.sampling is not None) for c in configs[1:]}
     assert ("DDTREE", 16, False) in algos and ("DDTREE", 64, False) in algos and ("DDTREE", 16, True) in algos
     assert all(c.attention == "default" for c in configs[1:])  # SGLang's own attention choice
-    assert all(not c.distribution for c in configs)  # top-p 0.5 leaves the successor alone: judged as greedy
+    greedy_judged = [c for c in configs if c.sampling is None or c.sampling.top_p < 1.0]
+    assert all(not c.distribution for c in greedy_judged)  # top-p 0.5 leaves the successor alone: judged as greedy
 
 
 def test_the_servers_hold_every_request_of_their_largest_phase_and_capture_graphs_up_to_the_cap():
@@ -82,3 +83,16 @@ def test_the_servers_hold_every_request_of_their_largest_phase_and_capture_graph
     assert args[args.index("--max-total-tokens") + 1] == str(kv_tokens(c))
     assert args[args.index("--max-running-requests") + 1] == "512"
     assert args[args.index("--cuda-graph-max-bs") + 1] == "256"
+
+
+def test_the_scale_profile_samples_at_temperature_1_with_as_many_clients_as_its_largest_phase():
+    from ddtree_compat.e2e.configs import LAW_MIN_TOKENS
+
+    law = [c for c in plan("scale", SCALE_SHAPE) if c.distribution]
+    assert {(c.algorithm, c.sampling.tag) for c in law} == {("DDTREE", "t1"), ("DFLASH", "t1")}
+    for c in law:
+        (phase,) = c.phases
+        assert phase.concurrency == len(phase.requests) == 512
+        assert all(r.max_new_tokens >= LAW_MIN_TOKENS for r in phase.requests)
+    small = [c for c in plan("sampling") if c.distribution]
+    assert {len(c.phases[0].requests) for c in small} == {8}  # the other profiles' law cells are unchanged
