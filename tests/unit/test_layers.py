@@ -84,7 +84,8 @@ TORCH_FREE = (3, 4)
 """Floors that import neither torch nor Triton anywhere (docs/architecture.md)."""
 NO_TORCH_AT_IMPORT = (0, 1, 2)
 """Floors that import torch and Triton only inside a function."""
-BUILDS_ON = {"commit": {"verify"}, "attention": {"verify"}, "ddtree": {"verify"}, "sampling": {"verify"}}
+BUILDS_ON = {"commit": {"verify"}, "attention": {"verify"}, "ddtree": {"verify"}, "sampling": {"verify"},
+             "scale": {"ddtree"}}
 """The families a family may import (docs/architecture.md: a family imports another only if it builds on it)."""
 
 
