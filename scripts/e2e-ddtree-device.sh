@@ -16,6 +16,7 @@
 #      (fa3 on Hopper: stage scripts/build-fa3-carry.sh's parts before set-up, else a skip saying flash_ops is missing)
 #      and triton
 #   y: rancy-ddtree, profile `scale`, on triton (its pinned sgl-kernel 0.4.3 has no FA3 library)
+#   z: dbguo-ddtree-dev, profile `scale`, on triton (its DDTree inside the DFlash worker; the DDTREE cells skip there)
 #   m: rancy-ddtree-v2, the mask's negative control: tests/e2e/planted_mask/ first on PYTHONPATH flips one
 #      visibility bit in compile_ddtree_tree; `-k ddtree-b16` on triton; its cells must be recorded `wrong`
 # Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d, s default `triton`, the backend they were run on
@@ -33,14 +34,15 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/setup.log" 2>&1 || { cat "$OUT/setup.log"; exit 1; }
 export DDTREE_E2E_MEM_FRACTION=${DDTREE_E2E_MEM_FRACTION:-0.5}  # a cap (--max-total-tokens) bounds the pool
 declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=rancy-ddtree-v2 [p]=rancy-ddtree-v2
-                 [m]=rancy-ddtree-v2 [s]=rancy-ddtree-v2 [x]=rancy-ddtree-v2 [y]=rancy-ddtree)
+                 [m]=rancy-ddtree-v2 [s]=rancy-ddtree-v2 [x]=rancy-ddtree-v2 [y]=rancy-ddtree
+                 [z]=dbguo-ddtree-dev)
 declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary [p]=ddtree-smoke [m]=ddtree-smoke
-                    [s]=sampling [x]=scale [y]=scale)
-declare -A PAR=([a]=13 [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=2 [y]=2)
+                    [s]=sampling [x]=scale [y]=scale [z]=scale)
+declare -A PAR=([a]=13 [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=2 [y]=2 [z]=2)
 declare -A ATTN=([a]=${E2E_ATTENTION_A:-triton} [b]=${E2E_ATTENTION_B:-triton} [c]=${E2E_ATTENTION_C:-triton}
                  [d]=${E2E_ATTENTION_D:-triton} [p]=${E2E_ATTENTION_P:-default,triton,flashinfer,fa3}
                  [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton} [x]=${E2E_ATTENTION_X:-default,triton}
-                 [y]=${E2E_ATTENTION_Y:-triton})
+                 [y]=${E2E_ATTENTION_Y:-triton} [z]=${E2E_ATTENTION_Z:-triton})
 declare -A SELECT=([m]="ddtree-b16")
 pids=()
 for s in ${E2E_SESSIONS:-a b c}; do

@@ -429,7 +429,8 @@ _SCALE = [  # deployment concurrency at a real vocabulary (SCALE_SHAPE): greedy,
     _sampled(_dflash(16, "always", True), T1_P05),
     _sampled(_ddtree(16, "always", True), T1),  # distribution cells: the law with the padding tokens, 512 clients
     _sampled(_dflash(16, "always", True), T1),
-]
+    _dflash(16, "always", False, DFLASH_ENABLE_DDTREE),  # dbguo-ddtree-dev's DDTree (eager, as its profile serves
+]                                                      # it); a skip saying the flag is missing on the other trees
 SCALE_CONCURRENCY = (1, 64, 256, 512)
 """The ``scale`` profile's phases: a few hundred requests at once, ``--max-running-requests`` and the CUDA-graph
 batch sizes raised to the largest (:mod:`.command`); the largest phase that serves losslessly is the verdict."""

@@ -56,6 +56,9 @@ def test_the_plan_raises_concurrency_to_a_few_hundred_requests():
     assert {c.max_batch for c in configs} == {max(SCALE_CONCURRENCY)} == {512}
     algos = {(c.algorithm, c.budget, c.sampling is not None) for c in configs[1:]}
     assert ("DDTREE", 16, False) in algos and ("DDTREE", 64, False) in algos and ("DDTREE", 16, True) in algos
+    from ddtree_compat.e2e.configs import DFLASH_ENABLE_DDTREE
+
+    assert any(DFLASH_ENABLE_DDTREE in c.flags for c in configs)  # dbguo-ddtree-dev's DDTree (session z)
     assert all(c.attention == "default" for c in configs[1:])  # SGLang's own attention choice
     greedy_judged = [c for c in configs if c.sampling is None or c.sampling.top_p < 1.0]
     assert all(not c.distribution for c in greedy_judged)  # top-p 0.5 leaves the successor alone: judged as greedy
