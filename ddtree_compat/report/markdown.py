@@ -167,6 +167,11 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
         if envelope_picture:
             lines += ["", f"![envelope: largest batch verified per kernel and shape]({envelope_picture})"]
         lines.append("")
+    elif any(r.kernel.endswith("@scale") for r in s.records):
+        skipped = sum(r.kernel.endswith("@scale") for r in s.records)
+        lines += ["## Envelope (deployment shapes)", "", f"No deployment-shape cell ran here: all {skipped} skipped "
+                  "(device only, or larger than this GPU's free memory; their reasons under Skips by reason), so no "
+                  "envelope.", ""]
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""

@@ -243,8 +243,8 @@ def render_envelope(results: Results) -> bytes:
     from ..families.scale.envelope import envelopes
 
     found = envelopes(results.records)
-    if not found:
-        raise ValueError("no deployment-shape cell to draw")
+    if not any(e.cells for e in found):
+        raise ValueError("no deployment-shape cell ran: nothing to draw")
     kernels = sorted({e.kernel for e in found})
     fig = Figure(figsize=(12, 2.2 + 1.1 * sum(len([e for e in found if e.kernel == k]) ** 0.5 for k in kernels) * 1.5),
                  dpi=DPI, layout="constrained")

@@ -550,11 +550,14 @@ ENVELOPE_HEADER = ["kernel", "backend · arch", "shape", "largest batch verified
 def envelope_rows(s: "Summary") -> list[list[str]]:
     """One row per deployment-shape group (:func:`ddtree_compat.families.scale.envelope.envelopes`): the largest
     batch verified correct below every failing one, the first failing batch, its outcome and replay line; ``[]``
-    when no deployment-shape cell is in the results."""
+    when no deployment-shape cell ran (none in the results, or every one skipped: a CPU box)."""
     from ..families.scale.envelope import envelopes
 
     rows = []
-    for e in envelopes(s.records):
+    found = envelopes(s.records)
+    if not any(e.cells for e in found):
+        return []
+    for e in found:
         bad = next((r for r in s.records if r.kernel == e.kernel and r.backend == e.backend and r.arch == e.arch
                     and r.shape == e.group and r.batch == e.first_bad), None) if e.first_bad else None
         rows.append([e.kernel.partition("@")[0], f"{e.backend} · {e.arch}", e.group,

@@ -64,6 +64,18 @@ def test_the_report_has_the_envelope_table_and_picture():
         render_envelope(_results())
 
 
+def test_a_report_where_every_deployment_shape_cell_skipped_says_so_and_draws_no_envelope():
+    """A CPU box: every cell a counted skip (device only); no table of "-" rows, no picture, one line instead."""
+    from ddtree_compat.report.markdown import render_markdown
+    from ddtree_compat.report.picture import render_envelope
+
+    res = _results(*(_cell(b, "skip", message="device only: ...") for b in (508, 509, 1018)))
+    text = render_markdown(res)
+    assert "No deployment-shape cell ran here: all 3 skipped" in text and "| tree_speculative_sampling |" not in text
+    with pytest.raises(ValueError, match="ran"):
+        render_envelope(res)
+
+
 def test_a_cell_past_its_shapes_first_failure_in_this_run_need_not_run(tmp_path):
     from ddtree_compat.families.scale.records import past_envelope
 
