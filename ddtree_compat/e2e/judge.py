@@ -439,15 +439,16 @@ def _summary(config: ServerConfig, expect: PhaseExpectation, m: dict) -> str:
 
 
 def shared_gpu(verdict: Verdict, servers_at_once: int) -> Verdict:
-    """A server that ran out of GPU memory while up to ``servers_at_once`` servers of this session shared the one GPU
-    (``DDTREE_E2E_PARALLEL``): the suite's ``error`` (its servers' memory together), never a verdict on the server;
-    alone (``servers_at_once == 1``) it stays a ``fault`` of class ``out-of-memory`` (that configuration's own limit
-    at that concurrency on this GPU)."""
+    """A server that ran out of GPU memory while up to ``servers_at_once`` of the suite's servers shared the one GPU
+    (``DDTREE_E2E_PARALLEL`` per session, times ``DDTREE_E2E_GPU_SESSIONS`` sessions): the suite's ``error`` (its
+    servers' memory together), never a verdict on the server; alone (``servers_at_once == 1``) it stays a ``fault`` of
+    class ``out-of-memory`` (that configuration's own limit at that concurrency on this GPU)."""
     if verdict.outcome != "fault" or verdict.fault_class != "out-of-memory" or servers_at_once <= 1:
         return verdict
-    return Verdict("error", f"the suite's: out of GPU memory with up to {servers_at_once} servers of this session on "
-                            f"the one GPU (DDTREE_E2E_PARALLEL); run the cell alone (DDTREE_E2E_PARALLEL=1) for the "
-                            f"server's own limit. {verdict.message}", duration_s=verdict.duration_s)
+    return Verdict("error", f"the suite's: out of GPU memory with up to {servers_at_once} of its servers on the one GPU "
+                            f"(DDTREE_E2E_PARALLEL x DDTREE_E2E_GPU_SESSIONS); run the cell alone (one session, "
+                            f"DDTREE_E2E_PARALLEL=1) for the server's own limit. {verdict.message}",
+                   duration_s=verdict.duration_s)
 
 
 def judge_negative_control(config: ServerConfig, phase: Phase, obs, expect: PhaseExpectation,

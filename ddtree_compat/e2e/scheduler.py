@@ -16,7 +16,7 @@ session takes about as long as its slowest servers, not the sum of every server'
 from one launcher thread (a child's parent-death signal follows the thread that forked it); a driver whose server
 stopped asks it for the next.
 
-Environment: ``DDTREE_E2E_PARALLEL``, ``DDTREE_E2E_PRIORITY``, ``DDTREE_E2E_READY_S`` (readiness deadline per server,
+Environment: ``DDTREE_E2E_PARALLEL``, ``DDTREE_E2E_GPU_SESSIONS``, ``DDTREE_E2E_PRIORITY``, ``DDTREE_E2E_READY_S`` (readiness deadline per server,
 default 360), ``DDTREE_E2E_REQUEST_S`` (per request, default 120), ``DDTREE_E2E_STANDBY`` (``0``: every server started
 directly).
 """
@@ -41,6 +41,9 @@ from .timeline import Timeline
 READY_S = float(os.environ.get("DDTREE_E2E_READY_S", "360"))
 REQUEST_S = float(os.environ.get("DDTREE_E2E_REQUEST_S", "120"))
 PARALLEL = int(os.environ.get("DDTREE_E2E_PARALLEL", "8"))
+GPU_SESSIONS = int(os.environ.get("DDTREE_E2E_GPU_SESSIONS", "1"))
+"""e2e sessions (pytest processes) sharing the one GPU at once (``scripts/e2e-ddtree-device.sh`` sets it): with
+:data:`PARALLEL`, how many servers may hold GPU memory beside a server (:func:`.judge.shared_gpu`)."""
 PRIORITY = int(os.environ.get("DDTREE_E2E_PRIORITY", "6"))
 PORT_IN_USE = "port-in-use"
 """The class of a start that failed because the server's port was taken twice (the suite's error)."""

@@ -32,7 +32,7 @@ from .launch import LaunchPlan, launch_plans
 from .probe import Capabilities, probe, resolve_attention, server_env
 from .process import ServerFault
 from .runner import Observation, save_capture
-from .scheduler import PARALLEL, PORT_IN_USE, REQUEST_S, Scheduler
+from .scheduler import GPU_SESSIONS, PARALLEL, PORT_IN_USE, REQUEST_S, Scheduler
 from .timeline import Timeline
 
 
@@ -195,7 +195,8 @@ class E2ESession:
             obs = self.scheduler.observation(config, phase.name)
         except ServerFault as e:  # a port taken twice is ours: an error, not a verdict on the server
             outcome, cls = ("error", None) if e.fault_class == PORT_IN_USE else ("fault", e.fault_class)
-            verdict = shared_gpu(Verdict(outcome, str(e), duration_s=time.time() - t0, fault_class=cls), PARALLEL)
+            verdict = shared_gpu(Verdict(outcome, str(e), duration_s=time.time() - t0, fault_class=cls),
+                                 PARALLEL * GPU_SESSIONS)
             return CellRun(Judgement(verdict, log_excerpt=e.excerpt), None, None)
         compared = config.id != "target" and not config.distribution  # target: the designed chain; the law: no baseline
         baseline, why = self._baseline() if compared else (None, "")
@@ -204,7 +205,7 @@ class E2ESession:
         if config.negative_control and not config.distribution:
             twin = config.agreeing_twin().expectation(phase, self.shape)
         judgement = judge_cell(config, phase, obs, expect, twin, baseline, self.shape)
-        judgement.verdict = shared_gpu(judgement.verdict, PARALLEL)
+        judgement.verdict = shared_gpu(judgement.verdict, PARALLEL * GPU_SESSIONS)
         if why and compared:
             judgement.verdict.message += f" (lossless check against the target-only run not made: {why})"
         capture = save_capture(self.root / "servers" / config.id / phase.name, config, phase, expect, obs, judgement,

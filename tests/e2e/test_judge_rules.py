@@ -166,6 +166,7 @@ def test_out_of_memory_beside_the_sessions_other_servers_is_the_suites_error_alo
     oom = Verdict("fault", "scheduler raised ...: torch.OutOfMemoryError: CUDA out of memory.", fault_class="out-of-memory")
     shared = shared_gpu(oom, 2)
     assert shared.outcome == "error" and "DDTREE_E2E_PARALLEL=1" in shared.message and "OutOfMemoryError" in shared.message
+    assert "DDTREE_E2E_GPU_SESSIONS" in shared.message
     assert shared_gpu(oom, 1) is oom
     other = Verdict("fault", "illegal instruction", fault_class="illegal-instruction")
     assert shared_gpu(other, 8) is other
