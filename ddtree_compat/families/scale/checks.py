@@ -194,35 +194,56 @@ def chain_speculative_sampling(case: ScaleCase, backend, device: str):
     return judge
 
 
+def _walk_specs(bs: int, q: int) -> list:
+    """The tree-walk kernels' (the DDTree sampler's, the greedy follow's) tree inputs and outputs, ``[bs, q]`` and
+    ``[bs]`` int64 (the walk's shapes, :data:`.boundaries.FOLLOW_TENSORS`)."""
+    return [("draft_tokens", (bs, q), I64), ("parents", (bs, q), I64), ("sizes", (bs,), I64),
+            ("accepted_indices", (bs, q), I64), ("accepted_token_ids", (bs, q), I64), ("accepted_lens", (bs,), I64),
+            ("next_tokens", (bs,), I64)]
+
+
+WALK_OUTPUTS = ("accepted_indices", "accepted_token_ids", "accepted_lens", "next_tokens")
+
+
+def _lay_walk(t: dict, tok: torch.Tensor, bs: int, q: int) -> None:
+    """Each request's tree is a chain of its tokens ``tok[:, :q]`` (parents ``-1, 0, .., q - 2``, all ``q`` nodes
+    live); the walk's outputs POISON."""
+    t["draft_tokens"].copy_(tok[:, :q])
+    t["parents"].copy_(torch.arange(-1, q - 1, dtype=I64, device=tok.device).repeat(bs, 1))
+    t["sizes"].fill_(q)
+    for name in WALK_OUTPUTS:
+        t[name].fill_(POISON)
+
+
+def _walk_problems(t: dict, tok: torch.Tensor, bs: int, q: int, first_token: int) -> list[str]:
+    """Every node accepted: ``accepted_lens = q`` (the root counted), indices ``0..q-1``, the accepted tokens the
+    chain's from column ``first_token`` on, ``next_tokens`` the bonus ``tok[:, q]``."""
+    device = tok.device
+    return (_rows_differ("accepted_lens", t["accepted_lens"].view(bs, 1),
+                         torch.full((bs, 1), q, dtype=I64, device=device))
+            + _rows_differ("accepted_indices", t["accepted_indices"],
+                           torch.arange(q, dtype=I64, device=device).repeat(bs, 1))
+            + _rows_differ(f"accepted_token_ids[:, {first_token}:]", t["accepted_token_ids"][:, first_token:],
+                           tok[:, first_token:q])
+            + _rows_differ("next_tokens", t["next_tokens"].view(bs, 1), tok[:, q:q + 1]))
+
+
 @scale_check
 def ddtree_sample(case: ScaleCase, backend, device: str):
     """The DDTree sampler over a parent array: ``accepted_lens = q`` (the root counted), indices ``0..B``, tokens the
     chain's, ``next_tokens`` the bonus."""
     bs, q, v, b = case.batch, case.q, case.vocab, case.budget
-    t = arena(device).take([
-        ("target_probs", case.dims("target_probs"), F32), ("draft_tokens", (bs, q), I64), ("parents", (bs, q), I64),
-        ("sizes", (bs,), I64), ("accepted_indices", (bs, q), I64), ("accepted_token_ids", (bs, q), I64),
-        ("accepted_lens", (bs,), I64), ("next_tokens", (bs,), I64), ("uniforms", (bs, q), F32),
-        ("uniform_final", (bs,), F32)])
+    t = arena(device).take([("target_probs", case.dims("target_probs"), F32), *_walk_specs(bs, q),
+                            ("uniforms", (bs, q), F32), ("uniform_final", (bs,), F32)])
     tok = _tokens(bs, q + 1, v, device)
     _one_hot_rows(t["target_probs"], tok[:, 1:])
-    t["draft_tokens"].copy_(tok[:, :q])
-    t["parents"].copy_(torch.arange(-1, q - 1, dtype=I64, device=device).repeat(bs, 1))
-    t["sizes"].fill_(q)
-    for name in ("accepted_indices", "accepted_token_ids", "accepted_lens", "next_tokens"):
-        t[name].fill_(POISON)
+    _lay_walk(t, tok, bs, q)
     backend.ddtree_sample(t["target_probs"], t["draft_tokens"], t["parents"], t["sizes"], t["accepted_indices"],
                           t["accepted_token_ids"], t["accepted_lens"], t["next_tokens"], t["uniforms"],
                           t["uniform_final"])
 
     def judge():
-        problems = (_rows_differ("accepted_lens", t["accepted_lens"].view(bs, 1),
-                                 torch.full((bs, 1), q, dtype=I64, device=device))
-                    + _rows_differ("accepted_indices", t["accepted_indices"],
-                                   torch.arange(q, dtype=I64, device=device).repeat(bs, 1))
-                    + _rows_differ("accepted_token_ids[:, 1:]", t["accepted_token_ids"][:, 1:], tok[:, 1:q])
-                    + _rows_differ("next_tokens", t["next_tokens"].view(bs, 1), tok[:, q:q + 1])
-                    + _unchanged("target_probs", t["target_probs"], bs * q, bs * q)
+        problems = (_walk_problems(t, tok, bs, q, 1) + _unchanged("target_probs", t["target_probs"], bs * q, bs * q)
                     + arena(device).damaged())
         return _judged(problems, t["accepted_lens"] - 1, b)
 
@@ -323,24 +344,40 @@ def move_kv(case: ScaleCase, backend, device: str):
     return judge
 
 
-@scale_check
-def ddtree_fa_full(case: ScaleCase, backend, device: str):
-    """FlashAttention tree-verify metadata over a chain (visibility lower-triangular): row ``(b, i)`` of the page
-    table is request ``b``'s ``req_to_token`` row up to ``seq_len + i + 1``, POISON past it; ``seq_len = context -
-    q`` (the verify block at the row's end)."""
+def _chain_visibility(t: torch.Tensor, bs: int, q: int) -> None:
+    """``[bs, q, q]``: each request's tree is a chain, row ``i`` sees nodes ``0..i``."""
+    t.copy_(torch.ones(q, q, dtype=torch.bool, device=t.device).tril().expand(bs, q, q))
+
+
+def _fa_metadata(case: ScaleCase, kernel, device: str) -> tuple[dict, int]:
+    """Lay out and call one of the FlashAttention tree-verify metadata builders (``ddtree_fa_full``,
+    ``ddtree_fa_suffix``: the same arguments, their page tables of the case's ``page_table`` dims, int32): every
+    request's tree a chain (visibility ``[bs, q, q]`` bool, lower-triangular), its ``req_to_token`` row ``b + 1``
+    (:func:`_req_to_token_rows`), ``seq_len = context - q`` (the verify block at the row's end); the page table and
+    ``cache_seqlens [bs * q]`` int32 POISON. Returns the tensors and ``seq_len``."""
     bs, q, ctx = case.batch, case.q, case.context
     t = arena(device).take([("visibility", (bs, q, q), torch.bool), ("req_to_token", case.dims("req_to_token"), I32),
                             ("req_pool_indices", (bs,), I64), ("seq_lens", (bs,), I64),
                             ("page_table", case.dims("page_table"), I32), ("cache_seqlens", (bs * q,), I32)])
-    t["visibility"].copy_(torch.ones(q, q, dtype=torch.bool, device=device).tril().expand(bs, q, q))
+    _chain_visibility(t["visibility"], bs, q)
     _req_to_token_rows(t["req_to_token"], ctx)
     t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
     seq = ctx - q
     t["seq_lens"].fill_(seq)
     t["page_table"].fill_(POISON)
     t["cache_seqlens"].fill_(POISON)
-    backend.ddtree_fa_full(t["visibility"], t["req_to_token"], t["req_pool_indices"], t["seq_lens"], t["page_table"],
-                           t["cache_seqlens"], q)
+    kernel(t["visibility"], t["req_to_token"], t["req_pool_indices"], t["seq_lens"], t["page_table"],
+           t["cache_seqlens"], q)
+    return t, seq
+
+
+@scale_check
+def ddtree_fa_full(case: ScaleCase, backend, device: str):
+    """FlashAttention tree-verify metadata over a chain (visibility lower-triangular): row ``(b, i)`` of the page
+    table is request ``b``'s ``req_to_token`` row up to ``seq_len + i + 1``, POISON past it; ``seq_len = context -
+    q`` (the verify block at the row's end)."""
+    bs, q, ctx = case.batch, case.q, case.context
+    t, seq = _fa_metadata(case, backend.ddtree_fa_full, device)
 
     def judge():
         lens = (seq + 1 + torch.arange(q, dtype=I32, device=device)).repeat(bs)
@@ -437,11 +474,6 @@ def _attention(case: ScaleCase, kernel, device: str):
     return judge
 
 
-def _chain_visibility(t: torch.Tensor, bs: int, q: int) -> None:
-    """``[bs, q, q]``: each request's tree is a chain, row ``i`` sees nodes ``0..i``."""
-    t.copy_(torch.ones(q, q, dtype=torch.bool, device=t.device).tril().expand(bs, q, q))
-
-
 @scale_check
 def ddtree_compile(case: ScaleCase, backend, device: str):
     """The DDTree verify-input compile over ``bs`` chains of ``B`` nodes after a prefix of ``context`` tokens: ids
@@ -495,18 +527,7 @@ def ddtree_fa_suffix(case: ScaleCase, backend, device: str):
     page table holds request ``b``'s verify slots ``0..i`` from its ``req_to_token`` row (the block at the row's end,
     ``seq_len = context - q``), zeros after; ``cache_seqlens`` ``i + 1``."""
     bs, q, ctx = case.batch, case.q, case.context
-    t = arena(device).take([("visibility", (bs, q, q), torch.bool), ("req_to_token", case.dims("req_to_token"), I32),
-                            ("req_pool_indices", (bs,), I64), ("seq_lens", (bs,), I64),
-                            ("page_table", case.dims("page_table"), I32), ("cache_seqlens", (bs * q,), I32)])
-    _chain_visibility(t["visibility"], bs, q)
-    _req_to_token_rows(t["req_to_token"], ctx)
-    t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
-    seq = ctx - q
-    t["seq_lens"].fill_(seq)
-    t["page_table"].fill_(POISON)
-    t["cache_seqlens"].fill_(POISON)
-    backend.ddtree_fa_suffix(t["visibility"], t["req_to_token"], t["req_pool_indices"], t["seq_lens"],
-                             t["page_table"], t["cache_seqlens"], q)
+    t, seq = _fa_metadata(case, backend.ddtree_fa_suffix, device)
 
     def judge():
         lens = (1 + torch.arange(q, dtype=I32, device=device)).repeat(bs, 1)
@@ -624,28 +645,14 @@ def ddtree_follow(case: ScaleCase, backend, device: str):
     """The greedy follow over ``bs`` chains whose target at node ``i`` is the next draft token (the bonus at ``B``):
     every node accepted, ``accepted_lens = q``, the path ``0..B``, its tokens the chain's, ``next_tokens`` the bonus."""
     bs, q, b = case.batch, case.q, case.budget
-    t = arena(device).take([
-        ("draft_tokens", (bs, q), I64), ("target_predict", (bs, q), I64), ("parents", (bs, q), I64),
-        ("sizes", (bs,), I64), ("accepted_indices", (bs, q), I64), ("accepted_token_ids", (bs, q), I64),
-        ("accepted_lens", (bs,), I64), ("next_tokens", (bs,), I64)])
+    t = arena(device).take([("target_predict", (bs, q), I64), *_walk_specs(bs, q)])
     tok = _tokens(bs, q + 1, 1 << 17, device)
-    t["draft_tokens"].copy_(tok[:, :q])
     t["target_predict"].copy_(tok[:, 1:])
-    t["parents"].copy_(torch.arange(-1, q - 1, dtype=I64, device=device).repeat(bs, 1))
-    t["sizes"].fill_(q)
-    for name in ("accepted_indices", "accepted_token_ids", "accepted_lens", "next_tokens"):
-        t[name].fill_(POISON)
+    _lay_walk(t, tok, bs, q)
     backend.ddtree_follow(t["draft_tokens"], t["target_predict"], t["parents"], t["sizes"], t["accepted_indices"],
                           t["accepted_token_ids"], t["accepted_lens"], t["next_tokens"])
 
     def judge():
-        problems = (_rows_differ("accepted_lens", t["accepted_lens"].view(bs, 1),
-                                 torch.full((bs, 1), q, dtype=I64, device=device))
-                    + _rows_differ("accepted_indices", t["accepted_indices"],
-                                   torch.arange(q, dtype=I64, device=device).repeat(bs, 1))
-                    + _rows_differ("accepted_token_ids", t["accepted_token_ids"], tok[:, :q])
-                    + _rows_differ("next_tokens", t["next_tokens"].view(bs, 1), tok[:, q:q + 1])
-                    + arena(device).damaged())
-        return _judged(problems, t["accepted_lens"] - 1, b)
+        return _judged(_walk_problems(t, tok, bs, q, 0) + arena(device).damaged(), t["accepted_lens"] - 1, b)
 
     return judge
