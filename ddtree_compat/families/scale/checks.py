@@ -552,39 +552,21 @@ def ddtree_build(case: ScaleCase, backend, device: str):
     """The Triton best-first tree build over ``bs`` requests whose top-k log-probs are one case's (the DDTree
     family's ``peaked`` draft at this budget, its tree known by the family's oracle), the token ids of request ``b``
     shifted by ``b *`` :data:`BUILD_ROW_STRIDE`: every row's tree is that tree, its tokens shifted."""
-    bs, q, b = case.batch, case.q, case.budget
+    bs, b = case.batch, case.budget
     one, built = _one_tree(b)
     lp, ids = one.top
     tree = D.arrays(built, b)
-    t = arena(device).take([
-        ("top_log_probs", case.dims("top_log_probs"), F32), ("top_token_ids", case.dims("top_token_ids"), I64),
-        ("out_tokens", (bs, b), I64), ("out_depths", (bs, b), I64), ("out_parents", (bs, q), I64),
-        ("out_visibility", case.dims("out_visibility"), torch.bool), ("out_sizes", (bs,), I64)])
+    t = arena(device).take([("top_log_probs", case.dims("top_log_probs"), F32),
+                            ("top_token_ids", case.dims("top_token_ids"), I64), *_tree_out_specs(case)])
     rows = torch.arange(bs, dtype=I64, device=device)
     t["top_log_probs"].copy_(torch.tensor(lp[0], dtype=F32, device=device).expand(bs, -1, -1))
     t["top_token_ids"].copy_(torch.tensor(ids[0], dtype=I64, device=device) + rows.view(bs, 1, 1) * BUILD_ROW_STRIDE)
-    for name in ("out_tokens", "out_depths", "out_parents", "out_sizes"):
-        t[name].fill_(POISON)
-    t["out_visibility"].view(torch.uint8).fill_(BOOL_POISON)
+    _poison_tree_outs(t)
     backend.ddtree_build(t["top_log_probs"], t["top_token_ids"], b, t["out_tokens"], t["out_depths"],
                          t["out_parents"], t["out_visibility"], t["out_sizes"])
 
     def judge():
-        n = tree.size - 1
-        tokens = torch.tensor(tree.tokens, dtype=I64, device=device).repeat(bs, 1)
-        tokens[:, :n] += rows.view(bs, 1) * BUILD_ROW_STRIDE
-
-        def same(values, dtype=I64):
-            return _same(values, bs, dtype, device)
-
-        return (_rows_differ("out_tokens", t["out_tokens"], tokens)
-                + _rows_differ("out_depths", t["out_depths"], same(tree.depths))
-                + _rows_differ("out_parents", t["out_parents"], same(tree.parents))
-                + _rows_differ("out_visibility", t["out_visibility"].view(torch.uint8),
-                               same(tree.visibility, torch.uint8))
-                + _rows_differ("out_sizes", t["out_sizes"].view(bs, 1), torch.full((bs, 1), tree.size, dtype=I64,
-                                                                                     device=device))
-                + arena(device).damaged())
+        return _tree_problems(t, tree, bs, device) + arena(device).damaged()
 
     return judge
 
@@ -602,6 +584,42 @@ def _same(values, bs: int, dtype, device: str) -> torch.Tensor:
     return one.expand(bs, *one.shape)
 
 
+def _tree_out_specs(case: ScaleCase) -> list:
+    """The tree kernels' (build, prune) outputs: ``out_tokens``, ``out_depths [bs, B]``, ``out_parents [bs, B+1]``
+    int64, ``out_visibility [bs, B+1, B+1]`` bool (the case's dims), ``out_sizes [bs]`` int64."""
+    bs, q, b = case.batch, case.q, case.budget
+    return [("out_tokens", (bs, b), I64), ("out_depths", (bs, b), I64), ("out_parents", (bs, q), I64),
+            ("out_visibility", case.dims("out_visibility"), torch.bool), ("out_sizes", (bs,), I64)]
+
+
+def _poison_tree_outs(t: dict) -> None:
+    """POISON in the integer outputs, a byte no bool store writes in the visibility."""
+    for name in ("out_tokens", "out_depths", "out_parents", "out_sizes"):
+        t[name].fill_(POISON)
+    t["out_visibility"].view(torch.uint8).fill_(BOOL_POISON)
+
+
+def _shifted_tokens(arr, bs: int, device: str) -> torch.Tensor:
+    """``[bs, B]`` int64: one tree's node tokens (:class:`~..ddtree.oracle.TreeArrays`) in every row, request ``b``'s
+    live nodes shifted by ``b *`` :data:`BUILD_ROW_STRIDE` (the padding past the tree stays 0)."""
+    tokens = _same(arr.tokens, bs, I64, device).clone()
+    tokens[:, :arr.size - 1] += torch.arange(bs, dtype=I64, device=device).view(bs, 1) * BUILD_ROW_STRIDE
+    return tokens
+
+
+def _tree_problems(t: dict, arr, bs: int, device: str) -> list[str]:
+    """The tree kernels' outputs (``out_tokens``, ``out_depths [bs, B]``, ``out_parents [bs, B+1]`` int64,
+    ``out_visibility [bs, B+1, B+1]`` bool compared as bytes, so the poison byte shows, ``out_sizes [bs]``) against
+    one tree's arrays in every row, its tokens shifted per request."""
+    return (_rows_differ("out_tokens", t["out_tokens"], _shifted_tokens(arr, bs, device))
+            + _rows_differ("out_depths", t["out_depths"], _same(arr.depths, bs, I64, device))
+            + _rows_differ("out_parents", t["out_parents"], _same(arr.parents, bs, I64, device))
+            + _rows_differ("out_visibility", t["out_visibility"].view(torch.uint8),
+                           _same(arr.visibility, bs, torch.uint8, device))
+            + _rows_differ("out_sizes", t["out_sizes"].view(bs, 1),
+                           torch.full((bs, 1), arr.size, dtype=I64, device=device)))
+
+
 @scale_check
 def ddtree_prune(case: ScaleCase, backend, device: str):
     """The Triton deepest-chain prune of ``bs`` copies of one built tree (token ids shifted per request by
@@ -609,33 +627,18 @@ def ddtree_prune(case: ScaleCase, backend, device: str):
     bs, q, b = case.batch, case.q, case.budget
     _, built = _one_tree(b)
     full, pruned = D.arrays(built, b), D.arrays(D.prune_deepest_chains(built)[0], b, "identity")
-    rows = torch.arange(bs, dtype=I64, device=device).view(bs, 1)
-    t = arena(device).take([
-        ("in_tokens", (bs, b), I64), ("in_depths", (bs, b), I64), ("in_parents", (bs, q), I64),
-        ("in_visibility", case.dims("in_visibility"), torch.bool), ("out_tokens", (bs, b), I64),
-        ("out_depths", (bs, b), I64), ("out_parents", (bs, q), I64),
-        ("out_visibility", case.dims("out_visibility"), torch.bool), ("out_sizes", (bs,), I64)])
-    shifted = lambda arr: _same(arr.tokens, bs, I64, device) + torch.where(  # noqa: E731
-        torch.arange(b, device=device) < arr.size - 1, rows * BUILD_ROW_STRIDE, 0)
-    t["in_tokens"].copy_(shifted(full))
+    t = arena(device).take([("in_tokens", (bs, b), I64), ("in_depths", (bs, b), I64), ("in_parents", (bs, q), I64),
+                            ("in_visibility", case.dims("in_visibility"), torch.bool), *_tree_out_specs(case)])
+    t["in_tokens"].copy_(_shifted_tokens(full, bs, device))
     t["in_depths"].copy_(_same(full.depths, bs, I64, device))
     t["in_parents"].copy_(_same(full.parents, bs, I64, device))
     t["in_visibility"].copy_(_same(full.visibility, bs, torch.bool, device))
-    for name in ("out_tokens", "out_depths", "out_parents", "out_sizes"):
-        t[name].fill_(POISON)
-    t["out_visibility"].view(torch.uint8).fill_(BOOL_POISON)
+    _poison_tree_outs(t)
     backend.ddtree_prune(t["in_tokens"], t["in_depths"], t["in_parents"], t["in_visibility"], t["out_tokens"],
                          t["out_depths"], t["out_parents"], t["out_visibility"], t["out_sizes"], b)
 
     def judge():
-        return (_rows_differ("out_tokens", t["out_tokens"], shifted(pruned))
-                + _rows_differ("out_depths", t["out_depths"], _same(pruned.depths, bs, I64, device))
-                + _rows_differ("out_parents", t["out_parents"], _same(pruned.parents, bs, I64, device))
-                + _rows_differ("out_visibility", t["out_visibility"].view(torch.uint8),
-                               _same(pruned.visibility, bs, torch.uint8, device))
-                + _rows_differ("out_sizes", t["out_sizes"].view(bs, 1),
-                               torch.full((bs, 1), pruned.size, dtype=I64, device=device))
-                + arena(device).damaged())
+        return _tree_problems(t, pruned, bs, device) + arena(device).damaged()
 
     return judge
 
