@@ -92,8 +92,9 @@ class Manifest:
                     None)
 
     def as_env(self) -> dict[str, dict[str, str]]:
-        """``{id: {"reason", "source"}}``, for the results file's ``env`` line (reports link from it)."""
-        return {i.id: {"reason": i.reason, "source": i.source} for i in self.issues}
+        """``{id: {"reason", "source", "strict"}}``, for the results file's ``env`` line (reports link from it, and
+        tell a strict entry's xpass, a fixed kernel, from a non-strict one's, a draw that missed the bug)."""
+        return {i.id: {"reason": i.reason, "source": i.source, "strict": i.strict} for i in self.issues}
 
 
 STATUSES = ("xfail", "xpass")

@@ -13,7 +13,7 @@
 # pip's full output: $SETUP_LOG (default: a new ${TMPDIR:-/tmp}/ddtree-compat-setup.XXXXXX per run, named in its
 # `setup ok` line, so two set-ups at once never write one log).
 # The editable install points ddtree-compat at this checkout: in an interpreter where another checkout was
-# installed, that one is replaced (the `setup ok` line names the checkout).
+# installed, that one is replaced (the `setup ok` line names the checkout, and the one it replaced).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -38,6 +38,16 @@ if "$PY" -c "import torch" 2>/dev/null; then
 else
   pip_install "torch==2.13.0"
 fi
+# Which checkout an earlier editable install pointed at (named in the `setup ok` line when this one replaces it).
+DDTREE_SETUP_REPLACED=$("$PY" - <<'PY' 2>/dev/null || true
+import json
+from importlib.metadata import distribution
+from urllib.parse import unquote, urlparse
+url = json.loads(distribution("ddtree-compat").read_text("direct_url.json") or "{}").get("url", "")
+print(unquote(urlparse(url).path) if url.startswith("file://") else "")
+PY
+)
+export DDTREE_SETUP_REPLACED
 pip_install -e ".[kernels,static]"
 # The editable build leaves ddtree_compat.egg-info in the checkout: on sys.path from the checkout's root (python -m
 # pytest), it is a second distribution of this package, and pytest would then assertion-rewrite every module of it.
@@ -76,10 +86,13 @@ try:
     fi = f"flashinfer-python {version('flashinfer-python')}, "
 except PackageNotFoundError:
     fi = "no flashinfer pin in this sglang, "
+here = os.path.dirname(os.path.dirname(ddtree_compat.__file__))
+before = os.environ.get("DDTREE_SETUP_REPLACED", "")
+replaced = (f" (it replaced the one from {before})"
+            if before and os.path.realpath(before) != os.path.realpath(here) else "")
 print(f"setup ok: sglang {sglang.__version__} (--no-deps: its server pins left out), {fi}torch {torch.__version__}, "
       f"triton {triton.__version__}, transformers {transformers.__version__}, ddtree-compat editable from "
-      f"{os.path.dirname(os.path.dirname(ddtree_compat.__file__))} with its pytest plugin; pip's output: "
-      f"{os.environ['DDTREE_SETUP_LOG']}")
+      f"{here}{replaced} with its pytest plugin; pip's output: {os.environ['DDTREE_SETUP_LOG']}")
 from importlib.util import find_spec
 left = [what for module, what in (("torchvision", "torchvision (SGLang's KV-cache kernel modules import it)"),
                                   ("sgl_kernel", "sglang-kernel (its prebuilt libraries' static cells)"))

@@ -162,7 +162,9 @@ class Summary:
             ran = sum(n for (group, outcome), n in counts.items()
                       if group in ("grid", STATIC, E2E) and outcome != "skip")
             if not ran:
-                line = f"results: {sess.writer.path} (every cell of this session skipped: pytest lists why)"
+                skipped = ", ".join(f"{n} {group} cell{'s' if n > 1 else ''}" for group in ("grid", STATIC, E2E)
+                                    if (n := counts[(group, "skip")]))
+                line = f"results: {sess.writer.path} ({skipped}, every one skipped: pytest's skip lines say why)"
             elif os.environ.get(REPORT_BY_SWEEP) == "1":
                 line = f"results: {sess.writer.path} (the sweep writes its report when every tier has run)"
             else:

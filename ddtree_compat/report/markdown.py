@@ -80,7 +80,8 @@ def _known_section(s: Summary) -> list[str]:
     rows = [[*row[:-1], f"[source]({row[-1]})" if row[-1] else ""] for row in known_rows(s)]
     if not rows:
         return []
-    return ["## Known issues (strict xfail; xpass = fixed, update the manifest)", ""] + _table(KNOWN_HEADER, rows)
+    return ["## Known issues (xfail: failed as the manifest expects; xpass of a strict entry: fixed, narrow or remove "
+            "it; of a non-strict one: this draw or build missed the bug)", ""] + _table(KNOWN_HEADER, rows)
 
 
 def _totals(s: Summary) -> str:
@@ -183,8 +184,8 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
     if not s.failures:
         lines.append("None" + (" beyond known issues." if s.known else "."))
     if s.xpassed:
-        lines += ["", f"{len(s.xpassed)} cell(s) passed although a known issue covers them (XPASS(strict)): update "
-                      "the manifest."]
+        lines += ["", f"{len(s.xpassed)} cell(s) passed although a strict known issue covers them (XPASS(strict)): "
+                      "the kernel looks fixed; narrow or remove the entry."]
     lines.append("")
     lines += _known_section(s)
     lines += _rest(s, max_rows)

@@ -69,7 +69,8 @@ class Summary:
         known: ``(issue id, column, status)`` -> cells.
         known_info: issue id -> ``{"reason", "source"}`` from the ``env`` lines.
         failures: cells that failed without a known issue covering them.
-        xpassed: cells that passed although a known issue covers them.
+        xpassed: cells that passed although a strict known issue covers them (the kernel looks fixed); a
+            non-strict entry's pass (its bug depends on the draw or the build) is counted in ``known`` only.
     """
 
     results: Results
@@ -119,7 +120,7 @@ def summarize(results: Results) -> Summary:
             s.known[(r.known_issue, col, st)] += 1
         if st in FAILED:
             s.failures.append(r)
-        elif st == "xpass":
+        elif st == "xpass" and s.known_info.get(r.known_issue, {}).get("strict", True):
             s.xpassed.append(r)
     s.columns = sorted(s.outcomes)
     return s
@@ -175,15 +176,18 @@ def count_rows(s: Summary) -> list[list[object]]:
     return rows
 
 
-KNOWN_HEADER = ["issue", "backend · arch", "status", "cells", "reason", "source"]
+KNOWN_HEADER = ["issue", "backend · arch", "status", "strict", "cells", "reason", "source"]
 
 
 def known_rows(s: Summary) -> list[list[object]]:
-    """Cells covered by known issues: issue id, column, ``xfail``/``xpass``, cells, reason, source link."""
+    """Cells covered by known issues: issue id, column, ``xfail``/``xpass``, whether the entry is strict (``yes``:
+    an xpass means fixed; ``no``: the bug depends on the draw or the build, an xpass is expected), cells, reason,
+    source link."""
     rows = []
     for (issue, col, st), n in sorted(s.known.items()):
         info = s.known_info.get(issue, {})
-        rows.append([issue, col, st, n, info.get("reason", ""), info.get("source", "")])
+        rows.append([issue, col, st, "yes" if info.get("strict", True) else "no", n, info.get("reason", ""),
+                     info.get("source", "")])
     return rows
 
 
@@ -463,7 +467,9 @@ def _no_cell(family: str, results: Results) -> str:
 def not_tested(s: "Summary") -> list[str]:
     """One line per kernel family, the static tier, DDTree implementation or backend that ran no cell (none
     that was not skipped), and why: ``DDTree kernels: not tested — no DDTree implementation found (...)``,
-    ``sglang-cuda: not tested — all 2,304 cells skipped: ...``. Families come from the records' folders
+    ``sglang-cuda: not tested — all 2,304 cells skipped: ...``; in a static tier that built something, each backend's
+    kernel that built nothing (``Static builds of sglang-cuda sgl_kernel_ops: ...``: sgl-kernel not installed).
+    Families come from the records' folders
     (:data:`ddtree_compat.records.FAMILIES`); the e2e tier only when it has cells."""
     FAMILIES = records.FAMILIES
     by_family: dict[str, list[ResultRecord]] = defaultdict(list)
@@ -481,9 +487,16 @@ def not_tested(s: "Summary") -> list[str]:
         why = _skipped(cells) if cells else _no_cell(family, s.results)
         lines.append(f"{FAMILY_TITLES.get(family, family)[:1].upper()}{FAMILY_TITLES.get(family, family)[1:]}: "
                      f"not tested — {why}")
+    static: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
+    for r in by_family.get(STATIC, []):
+        static[(r.backend, r.kernel)].append(r)
+    if any(r.outcome != "skip" for r in by_family.get(STATIC, [])):  # else the static tier's own line says it
+        for (backend, kernel), cells in sorted(static.items()):
+            if not any(r.outcome != "skip" for r in cells):
+                lines.append(f"Static builds of {backend} {kernel}: not tested — {_skipped(cells)}")
     impls = _implementations_of(s.results)
-    for name in sorted(impls):
-        cells = by_backend.get(name, [])
+    for name in sorted(impls):  # its kernel cells, and its e2e servers' (backend ``sglang-ddtree@<name>``)
+        cells = by_backend.get(name, []) + [r for r in by_family.get(E2E, []) if r.backend.endswith(f"@{name}")]
         if not any(r.outcome != "skip" for r in cells):
             i = impls[name]
             what = f"{name} (DDTree implementation, {i.get('repo') or '?'}@{(i.get('commit') or '?')[:8]})"
@@ -495,10 +508,16 @@ def not_tested(s: "Summary") -> list[str]:
     return lines
 
 
+def is_ddtree_server(r: ResultRecord) -> bool:
+    """An e2e cell of a server that builds DDTree trees: DDTREE (topology ``ddtree-<mode>``) or DDTree inside the
+    DFlash worker (``block-ddtree``)."""
+    return r.topology.startswith(("ddtree-", "block-ddtree"))
+
+
 def report_title(s: "Summary") -> str:
     """What was tested, in the title: ``DDTree compatibility matrix: DDTree kernels, verify kernels, ... on sm90;
-    static builds for 9 archs``, or, with no DDTree kernel run, ``SGLang kernel matrix (DDTree kernels not
-    tested): ...``."""
+    static builds for 9 archs``, or, with no DDTree kernel and no DDTree server run, ``SGLang kernel matrix (DDTree
+    kernels not tested): ...``."""
     FAMILIES = records.FAMILIES
     ran = {family_of(r) for r in s.records if r.outcome != "skip"}
     if not ran:
@@ -511,7 +530,8 @@ def report_title(s: "Summary") -> str:
         parts_.append(f"static builds for {n} arch{'s' if n > 1 else ''}")
     if E2E in ran:
         parts_.append("end to end")
-    head = "DDTree compatibility matrix" if "ddtree" in ran else "SGLang kernel matrix (DDTree kernels not tested)"
+    ddtree = "ddtree" in ran or any(r.tier == E2E and r.outcome != "skip" and is_ddtree_server(r) for r in s.records)
+    head = "DDTree compatibility matrix" if ddtree else "SGLang kernel matrix (DDTree kernels not tested)"
     return f"{head}: {'; '.join(parts_)}"
 
 

@@ -175,7 +175,7 @@ def test_without_a_gpu_the_summary_says_no_server_started(pytester, monkeypatch)
     out.assert_outcomes(skipped=2)
     out.stdout.fnmatch_lines(["ddtree-compat: e2e cells only (2): no GPU visible, so no server starts",
                               "e2e cells: 0 pass, * 2 skip  (real SGLang servers: no GPU visible here, so none started)",
-                              "results: r.jsonl (every cell of this session skipped: pytest lists why)",
+                              "results: r.jsonl (2 e2e cells, every one skipped: pytest's skip lines say why)",
                               "SKIPPED [[]2[]] *: no GPU visible (NVML / torch.cuda)*"])
     assert "ddtree_compat report" not in out.stdout.str()
     assert "logs and captures in" not in out.stdout.str() and not (pytester.path / "e2e").exists()

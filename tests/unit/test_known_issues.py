@@ -99,8 +99,8 @@ def test_strict_xfail_both_ways_and_recorded(pytester, verify_suite):
                             capture_output=True, text=True)
     assert report.returncode == 0, report.stderr
     md = report.stdout
-    assert "| zero-accept-b8 | mutant-zero-accept · interpret | xfail | 1 |" in md
-    assert "| oracle-b8 | oracle · interpret | xpass | 1 |" in md and "(https://example.org/issues/2)" in md
+    assert "| zero-accept-b8 | mutant-zero-accept · interpret | xfail | yes | 1 |" in md
+    assert "| oracle-b8 | oracle · interpret | xpass | yes | 1 |" in md and "(https://example.org/issues/2)" in md
     assert "🔶 1 xfail" in md and "⭐ 1 xpass" in md
     assert "## Failures (1)" in md  # only the uncovered b12 zero-accept
 

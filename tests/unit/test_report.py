@@ -104,6 +104,20 @@ def test_worst_status_per_square_and_known_issues_shown(planted):
     assert "fault: random b64; xpass: spine b12; xfail: spine b8" in html
 
 
+def test_a_non_strict_entrys_pass_asks_for_no_manifest_change(planted, tmp_path):
+    """A non-strict entry (its bug depends on the draw or the build) that a cell passes is counted as xpass in the
+    known-issue table, marked not strict, and the report does not call it fixed; a strict one's pass it does."""
+    loose = edited(planted, tmp_path / "loose.jsonl", lambda o: {**o, "known_issues": {
+        "kn-1": {**o["known_issues"]["kn-1"], "strict": False}}} if o["kind"] == "env" else o)
+    s = summarize(load([loose]))
+    assert s.xpassed == [] and s.known[("kn-1", "sglang-triton · sm90", "xpass")] == 16
+    md, strict_md = render_markdown(load([loose])), render_markdown(load([planted]))
+    assert "| kn-1 | sglang-triton · sm90 | xpass | no | 16 |" in md and "narrow or remove the entry." not in md
+    assert "| kn-1 | sglang-triton · sm90 | xpass | yes | 16 |" in strict_md
+    assert "16 cell(s) passed although a strict known issue covers them" in strict_md
+    assert "<td>no</td>" in render_html(load([loose]), png=b"")
+
+
 def test_the_picture_marks_the_failing_squares(planted):
     """The fault square (random, B = 64) in the sglang-triton row is drawn in the fault colour, and the same
     square of sglang-cuda's row in the pass colour."""
@@ -250,6 +264,37 @@ def test_a_run_with_a_ddtree_implementation_is_titled_by_it_and_lists_an_unteste
     assert ("- impl-b (DDTree implementation, r/b@01234567): not tested — all 1 cells skipped: no ddtree_follow "
             "here") in md
     assert "impl-a (DDTree" not in md and "- DDTree kernels: not tested" not in md
+
+
+def test_a_static_kernel_that_built_nothing_is_named_among_the_untested(tmp_path):
+    """A static tier that built some kernels lists each backend's kernel that built none (sgl-kernel's prebuilt
+    libraries without sglang-kernel installed); a kernel with one build is not listed."""
+    static = dict(tier="static", arch="sm120", case_id="bs3-w16-c16", budget=None, topology="", mode="")
+    missing = "sgl-kernel is not installed"
+    path = _run_file(tmp_path / "r.jsonl", [{}, static, {**static, "backend": "sglang-cuda", "kernel": "sgl_kernel_ops",
+                                                         "outcome": "skip", "message": missing},
+                                            {**static, "arch": "sm90", "backend": "sglang-cuda",
+                                             "kernel": "sgl_kernel_ops", "outcome": "skip", "message": missing}])
+    md = render_markdown(load([path]))
+    assert f"- Static builds of sglang-cuda sgl_kernel_ops: not tested — all 2 cells skipped: {missing}" in md
+    assert "Static builds of oracle" not in md and "- Static builds: not tested" not in md
+
+
+def test_an_e2e_run_of_a_ddtree_implementations_servers_counts_as_testing_it(tmp_path):
+    """e2e cells only: an implementation whose DDTREE servers ran is not listed as untested, and the title is
+    DDTree's; one whose servers all skipped is listed, and a run of target servers alone is not DDTree's."""
+    impls = {"impl-a": {"name": "impl-a", "repo": "r/a", "commit": "abcdef0123"},
+             "impl-b": {"name": "impl-b", "repo": "r/b", "commit": "0123456789"}}
+    e2e = dict(kernel="generate", tier="e2e", arch="sm90", case_id="ddtree-b16-c512", budget=16,
+               topology="ddtree-tree-always", plant="", batch=512, block_size=16, mode="graph")
+    path = _run_file(tmp_path / "r.jsonl", [{**e2e, "backend": "sglang-ddtree@impl-a"},
+                                            {**e2e, "backend": "sglang-ddtree@impl-b", "outcome": "skip",
+                                             "message": "no GPU"}], implementations=impls)
+    md = render_markdown(load([path]))
+    assert md.startswith("# DDTree compatibility matrix: end to end\n")
+    assert "impl-a (DDTree" not in md and "- impl-b (DDTree implementation, r/b@01234567): not tested" in md
+    target = _run_file(tmp_path / "t.jsonl", [{**e2e, "backend": "sglang-target", "topology": "", "budget": None}])
+    assert render_markdown(load([target])).startswith("# SGLang kernel matrix (DDTree kernels not tested): end to end")
 
 
 def test_the_three_files_of_a_report_come_from_one_results_file(tmp_path):
