@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ddtree_compat import impls
 from ddtree_compat.errors import CaseError
 from ddtree_compat.families.scale import boundaries as bd
 from ddtree_compat.families.scale import checks as C
@@ -169,6 +170,33 @@ def test_every_kernel_with_scale_cells_has_a_small_case_here_and_a_tag():
 def test_the_reference_column_passes_each_kernels_plant(kernel):
     verdict = getattr(C, kernel).judged(SMALL[kernel].check(), _references()[kernel](), CPU)
     assert verdict.outcome == "pass", verdict.message
+
+
+IMPL_KERNELS = ("ddtree_build", "ddtree_prune", "ddtree_compile", "ddtree_fa_suffix", "ddtree_fa_full", "ddtree_follow",
+                "ddtree_sample")
+"""The deployment-shape kernels a DDTree implementation's own Triton wrappers run (FA3's are CUDA only)."""
+IMPL_PATHS = impls.paths_from_env()
+"""DDTREE_IMPLS as the run was given it (read at import: the unit tests' fixture clears DDTREE_* for inner sessions)."""
+
+
+@pytest.mark.parametrize("kernel", IMPL_KERNELS)
+def test_each_implementations_triton_kernel_passes_its_scale_layout_at_small_shapes(kernel):
+    """The deployment-shape cell's layout (every request planted, outputs poisoned, the arena's canary bands) at a
+    small shape, run by each DDTree implementation's own Triton wrapper under Triton's interpreter: the adapter's
+    call is right before a GPU is spent on the cells at full size. Skips without an implementation (DDTREE_IMPLS)
+    or without the interpreter (a GPU host runs the cells themselves)."""
+    import os
+
+    from ddtree_compat.backends.ddtree_impl import backends_for
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("runs under Triton's interpreter (a host without a GPU); a GPU host runs the scale cells")
+    found = [b for b in backends_for(IMPL_PATHS) if kernel in {i.kernel for i in b.implements}]
+    if not found:
+        pytest.skip(f"no DDTree implementation with {kernel} (DDTREE_IMPLS=PATH[:PATH...])")
+    for backend in found:
+        verdict = getattr(C, kernel).judged(SMALL[kernel].check(), backend, CPU)
+        assert verdict.outcome == "pass", (backend.name, verdict.message)
 
 
 class _Wrapping:
