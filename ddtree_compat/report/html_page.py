@@ -2,7 +2,8 @@
 
 Rendered from the jinja2 template ``templates/report.html.j2`` (autoescaped) with the same counts as the
 Markdown report (:mod:`ddtree_compat.report.summary`): the summary table and picture, failures with replay
-commands, known issues, the static tier per arch (backend · kernel x arch, each specialization collapsed),
+commands, the deployment-shape envelope and the e2e deployment concurrency (when cells of theirs ran), known
+issues, the static tier per arch (backend · kernel x arch, each specialization collapsed),
 then per kernel its details (collapsed): a budget x topology x layout table over ``backend · arch`` for the
 verify, commit and DDTree kernels, shape x tile choice for verify attention, configurations for e2e, the
 distribution cells' law tests (when a cell measured one); last the environment, counts, skips by reason and faults
@@ -19,7 +20,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .picture import STYLE, render_summary
-from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_header, count_rows,
+from .summary import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER,
+                      KNOWN_HEADER, attention_rows, concurrency_rows, count_header, count_rows, envelope_rows,
                       distribution_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, not_tested,
                       notices, parts, repairs, replay_command, report_title, sources, static_rows, summarize,
                       summary_table, worst)
@@ -76,6 +78,10 @@ def render_html(results: Results, png: bytes | None = None, title: str | None = 
         arches=arches,
         summary=[(key, [(c.status, parts(c.counts), c.where()) if c else None for c in cells]) for key, cells in summary],
         png=base64.b64encode(png).decode("ascii") if png else "",
+        tables=[(title, header, rows) for title, header, rows in (
+            ("Envelope (deployment shapes: per kernel x shape, the largest batch verified correct and the first that "
+             "is not)", ENVELOPE_HEADER, envelope_rows(s)),
+            (CONCURRENCY_TITLE, CONCURRENCY_HEADER, concurrency_rows(s))) if rows],
         failures=[(r, replay_command(r)) for r in s.failures[:max_failures]], n_failures=len(s.failures),
         xpassed=s.xpassed,
         known_header=KNOWN_HEADER, known=known_rows(s),

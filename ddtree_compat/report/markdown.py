@@ -20,7 +20,7 @@ from collections import Counter
 
 from ..outcomes import WORST_FIRST
 from ..results import Results
-from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER, envelope_rows, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows,
+from .summary import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER, envelope_rows, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, concurrency_rows,
                       count_header, count_rows, distribution_rows, e2e_rows, env_rows, kernel_matrix,
                       kernels_with_cells, known_rows, not_tested, notices, parts, repairs, replay_command,
                       report_title, sources, static_rows, summarize, summary_table)
@@ -173,6 +173,10 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
         lines += ["## Envelope (deployment shapes)", "", f"No deployment-shape cell ran here: all {skipped} skipped "
                   "(device only, or larger than this GPU's free memory; their reasons under Skips by reason), so no "
                   "envelope.", ""]
+    concurrency = concurrency_rows(s)
+    if concurrency:
+        lines += [f"## {CONCURRENCY_TITLE}", ""]
+        lines += _table(CONCURRENCY_HEADER, concurrency, max_rows)
     lines += [f"## Failures ({len(s.failures)})", ""]
     for r in s.failures[:max_failures]:
         replay = f"`{replay_command(r)}`" if r.case_path else ""

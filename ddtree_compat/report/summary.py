@@ -374,6 +374,43 @@ def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | No
     return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 
+CONCURRENCY_HEADER = ["server", "attention", "configuration", "arch", "concurrencies run",
+                      "largest served losslessly", "first not (outcome)", "first fault", "replay"]
+CONCURRENCY_TITLE = ("Deployment concurrency (e2e: per server configuration, the largest number of concurrent requests "
+                     "served losslessly, the first that was not, and the first whose server faulted)")
+PHASE_ID = re.compile(r"-(bs1|c\d+)$")
+"""An e2e cell id's request phase (``-bs1``, ``-c512``), after its configuration's id."""
+
+
+def _phase_outcome(r: ResultRecord) -> str:
+    return f"{r.batch} ({r.outcome}{f', known issue {r.known_issue}' if r.known_issue else ''})"
+
+
+def concurrency_rows(s: Summary) -> list[list[object]]:
+    """The e2e tier's deployment concurrency: per server configuration (server, the attention backend it ran on,
+    configuration, arch; header :data:`CONCURRENCY_HEADER`), the request phases run (concurrent requests, ascending),
+    the largest that passed (served losslessly, accepting drafts as its draft designs) below the first that did not
+    (``none`` when the first phase did not), that phase with its outcome, the first phase whose server faulted
+    (where a server faults is what ``--max-running-requests`` must stay below, even past a zero-accept phase), and
+    the replay line of the fault, else of the first phase that did not pass. Skipped phases are left out; ``[]``
+    without an e2e cell that ran."""
+    groups: dict[tuple, list[ResultRecord]] = defaultdict(list)
+    for r in s.records:
+        if r.tier == E2E and r.outcome != "skip":
+            groups[(r.backend, r.attention, PHASE_ID.sub("", r.case_id), r.arch)].append(r)
+    rows = []
+    for key in sorted(groups, key=lambda k: (k[0], k[1], _natural((k[2],)), arch_key(k[3]))):
+        cells = sorted(groups[key], key=lambda r: r.batch)
+        bad = next((r for r in cells if r.outcome != "pass"), None)
+        fault = next((r for r in cells if r.outcome == "fault"), None)
+        served = [r.batch for r in cells if bad is None or r.batch < bad.batch]
+        shown = fault or bad
+        rows.append([*key, ", ".join(str(r.batch) for r in cells), str(served[-1]) if served else "none",
+                     _phase_outcome(bad) if bad else "", str(fault.batch) if fault else "",
+                     replay_command(shown) if shown else ""])
+    return rows
+
+
 DISTRIBUTION_HEADER = ["kernel · backend · arch", "case", "outcome", "statistic", "dof", "p-value", "N", "alpha"]
 
 

@@ -297,6 +297,34 @@ def test_an_e2e_run_of_a_ddtree_implementations_servers_counts_as_testing_it(tmp
     assert render_markdown(load([target])).startswith("# SGLang kernel matrix (DDTree kernels not tested): end to end")
 
 
+def test_the_deployment_concurrency_table_gives_each_servers_largest_lossless_phase_and_first_fault(tmp_path):
+    """Per e2e server configuration: the largest phase that passed below the first that did not, that phase's
+    outcome, and the first phase whose server faulted even past a zero-accept phase (its replay line); a skipped
+    phase is left out. In the Markdown and the page."""
+    e2e = dict(kernel="generate", tier="e2e", arch="sm90", budget=16, topology="ddtree-tree-always", plant="",
+               block_size=16, mode="graph", attention="fa3", nodeid="tests/e2e/test_serve.py::test_serve[x]")
+
+    def phase(config, backend, n, outcome="pass"):
+        return {**e2e, "backend": backend, "case_id": f"{config}-{'bs1' if n == 1 else f'c{n}'}", "batch": n,
+                "outcome": outcome, "message": "" if outcome == "pass" else outcome}
+
+    rows = [phase("ddtree-b16", "sglang-ddtree@a", n, "fault" if n == 512 else "pass") for n in (1, 3, 64, 256, 512)]
+    rows += [phase("ddtree-b16", "sglang-ddtree@b", n, {1: "zero-accept", 64: "skip", 512: "fault"}.get(n, "zero-accept"))
+             for n in (1, 64, 256, 512)]
+    rows += [phase("dflash-b16", "sglang-dflash@a", n) for n in (1, 512)]
+    results = load([_run_file(tmp_path / "r.jsonl", rows)])
+    md = render_markdown(results)
+    table = md.split("## Deployment concurrency")[1].split("## Failures")[0]
+    assert ("| sglang-ddtree@a | fa3 | ddtree-b16 | sm90 | 1, 3, 64, 256, 512 | 256 | 512 (fault) | 512 | "
+            "pytest 'tests/e2e/test_serve.py::test_serve[x]' |") in table
+    assert "| sglang-ddtree@b | fa3 | ddtree-b16 | sm90 | 1, 256, 512 | none | 1 (zero-accept) | 512 |" in table
+    assert "| sglang-dflash@a | fa3 | dflash-b16 | sm90 | 1, 512 | 512 |  |  |  |" in table
+    html = render_html(results, png=b"")
+    assert "<h2>Deployment concurrency" in html and "<td>1 (zero-accept)</td><td>512</td>" in html
+    kernels_only = load([_run_file(tmp_path / "k.jsonl", [{}])])
+    assert "Deployment concurrency" not in render_markdown(kernels_only)
+
+
 def test_the_three_files_of_a_report_come_from_one_results_file(tmp_path):
     """A report without a picture (static cells only) removes the picture an earlier report left beside it."""
     path = _run_file(tmp_path / "r.jsonl", [{"tier": "static", "arch": "sm120", "case_id": "bs3-w16-c16",
