@@ -21,10 +21,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from ..results import Results
 from .picture import STYLE, render_summary
 from .summary import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER,
-                      KNOWN_HEADER, attention_rows, concurrency_rows, count_header, count_rows, envelope_rows,
-                      distribution_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, not_tested,
-                      notices, parts, repairs, replay_command, report_title, sources, static_rows, summarize,
-                      summary_table, worst)
+                      ENVELOPE_TITLE, KNOWN_HEADER, attention_rows, concurrency_rows, count_header, count_rows,
+                      distribution_rows, e2e_rows, envelope_rows, env_rows, kernel_matrix, kernels_with_cells,
+                      known_rows, not_tested, notices, parts, repairs, replay_command, report_title, sources,
+                      static_rows, summarize, summary_table, worst)
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
                          autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -79,8 +79,7 @@ def render_html(results: Results, png: bytes | None = None, title: str | None = 
         summary=[(key, [(c.status, parts(c.counts), c.where()) if c else None for c in cells]) for key, cells in summary],
         png=base64.b64encode(png).decode("ascii") if png else "",
         tables=[(title, header, rows) for title, header, rows in (
-            ("Envelope (deployment shapes: per kernel x shape, the largest batch verified correct and the first that "
-             "is not)", ENVELOPE_HEADER, envelope_rows(s)),
+            (ENVELOPE_TITLE, ENVELOPE_HEADER, envelope_rows(s)),
             (CONCURRENCY_TITLE, CONCURRENCY_HEADER, concurrency_rows(s))) if rows],
         failures=[(r, replay_command(r)) for r in s.failures[:max_failures]], n_failures=len(s.failures),
         xpassed=s.xpassed,

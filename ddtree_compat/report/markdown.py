@@ -20,8 +20,9 @@ from collections import Counter
 
 from ..outcomes import WORST_FIRST
 from ..results import Results
-from .summary import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER, envelope_rows, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, concurrency_rows,
-                      count_header, count_rows, distribution_rows, e2e_rows, env_rows, kernel_matrix,
+from .summary import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER,
+                      ENVELOPE_TITLE, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, concurrency_rows,
+                      count_header, count_rows, distribution_rows, e2e_rows, envelope_rows, env_rows, kernel_matrix,
                       kernels_with_cells, known_rows, not_tested, notices, parts, repairs, replay_command,
                       report_title, sources, static_rows, summarize, summary_table)
 
@@ -162,8 +163,7 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
     lines += [LEGEND, ""]
     envelope = envelope_rows(s)
     if envelope:
-        lines += ["## Envelope (deployment shapes: per kernel x shape, the largest batch verified correct and the first "
-                  "that is not; skipped: cells that did not run, their reasons under Skips by reason)", ""]
+        lines += [f"## {ENVELOPE_TITLE}", ""]
         lines += _table(ENVELOPE_HEADER, envelope, max_rows)
         if envelope_picture:
             lines += ["", f"![envelope: largest batch verified per kernel and shape]({envelope_picture})"]

@@ -67,7 +67,8 @@ class Summary:
         skips: ``(column, reason)`` -> cells.
         faults: ``(column, fault class)`` -> cells.
         known: ``(issue id, column, status)`` -> cells.
-        known_info: issue id -> ``{"reason", "source"}`` from the ``env`` lines.
+        known_info: issue id -> ``{"reason", "source", "strict"}`` from the ``env`` lines (``strict`` absent in
+            files written before it: strict).
         failures: cells that failed without a known issue covering them.
         xpassed: cells that passed although a strict known issue covers them (the kernel looks fixed); a
             non-strict entry's pass (its bug depends on the draw or the build) is counted in ``known`` only.
@@ -600,6 +601,8 @@ def repairs(results: Results) -> list[str]:
 # The envelope (deployment-shape cells)
 # --------------------------------------------------------------------------------------------------
 
+ENVELOPE_TITLE = ("Envelope (deployment shapes: per kernel x shape, the largest batch verified correct and the first "
+                  "that is not; skipped: cells that did not run, their reasons under Skips by reason)")
 ENVELOPE_HEADER = ["kernel", "backend · arch", "shape", "largest batch verified", "first failing batch", "outcome",
                    "cells run (skipped)", "replay"]
 
