@@ -98,6 +98,6 @@ left = [what for module, what in (("torchvision", "torchvision (SGLang's KV-cach
                                   ("sgl_kernel", "sglang-kernel (its prebuilt libraries' static cells)"))
         if find_spec(module) is None]
 if left:
-    print(f"not installed: {'; '.join(left)}. Their cells skip, naming it; to add them, see the table in "
-          "docs/installing.md")
+    print(f"not installed (left out on purpose: set-up installs neither): {'; '.join(left)}. Their cells skip, "
+          "each saying what is missing; to add them, see the table in docs/installing.md")
 PY

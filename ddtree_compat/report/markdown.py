@@ -108,7 +108,7 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
         kinds = ", ".join(k for k in WORST_FIRST
                           if k != "pass" and any(c and c[k] for _, cells in unfit for c in cells))
         lines += _details(f"Static tier: the {len(unfit)} of {len(static)} specializations that did not pass on "
-                          f"every arch ({kinds} on some; AOT compile: resources and SASS)",
+                          f"every arch ({kinds} on some or all; AOT compile: resources and SASS)",
                           _table(["backend", "kernel", "specialization", *archs],
                                  [[*key, *(_cell(c) if c else "" for c in cells)] for key, cells in unfit], max_rows))
     tiles, attention = attention_rows(s)
@@ -170,9 +170,10 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
         lines.append("")
     elif any(r.kernel.endswith("@scale") for r in s.records):
         skipped = sum(r.kernel.endswith("@scale") for r in s.records)
+        why = ("device only, or larger than this GPU's free memory" if any(e.get("gpus") for e in s.results.envs.values())
+               else "device only: no GPU in this run")
         lines += ["## Envelope (deployment shapes)", "", f"No deployment-shape cell ran here: all {skipped} skipped "
-                  "(device only, or larger than this GPU's free memory; their reasons under Skips by reason), so no "
-                  "envelope.", ""]
+                  f"({why}; their reasons under Skips by reason), so no envelope.", ""]
     concurrency = concurrency_rows(s)
     if concurrency:
         lines += [f"## {CONCURRENCY_TITLE}", ""]

@@ -212,7 +212,7 @@ def render_summary(results: Results, path: str | os.PathLike | None = None, titl
     if drawn < len(results.records):  # the report's totals count every cell: say which part is drawn
         title += (f"\n{drawn} of the {len(results.records)} cells drawn (those with a budget and a topology; the "
                   "static, verify-attention and e2e cells are in the report's tables)")
-    chars = int(width * DPI / 7)  # a bold 11 pt character is about 7 px wide
+    chars = int(width * DPI / 8.5)  # a bold 11 pt character (15 px at 100 dpi) is about 8.5 px wide on average
     fig.suptitle("\n".join(textwrap.fill(line, chars) for line in title.splitlines()), fontsize=11, fontweight="bold")
     shown = {cell_status(r) for recs in panels.values() for r in recs}
     handles = [Patch(facecolor=STYLE[s][0], edgecolor="#888888", label=STYLE[s][1])

@@ -456,7 +456,7 @@ FAMILY_TITLES = {"verify": "verify kernels", "commit": "KV-cache commit kernels"
                  "ddtree": "DDTree kernels", "sampling": "sampling verify", "scale": "deployment shapes", STATIC: "static builds", E2E: "end to end"}
 """What a report calls each kernel family (``ddtree_compat.families``) and the static and e2e tiers."""
 SELECTION = "left out of the selection: -k, -m, --tests or --backend"
-REASON_CHARS = 140
+REASON_CHARS = 200
 """A skip reason quoted at the top of a report is cut to this many characters."""
 
 
@@ -476,8 +476,8 @@ def _skipped(cells: list[ResultRecord]) -> str:
     """Why every one of ``cells`` skipped: the commonest reason, cut short, and how many others."""
     reasons = Counter(r.message.strip().splitlines()[0] if r.message.strip() else "no reason given" for r in cells)
     (top, n), others = reasons.most_common(1)[0], len(reasons) - 1
-    top = top if len(top) <= REASON_CHARS else top[:REASON_CHARS - 3] + "..."
-    more = f"; {others} other reason(s), listed under \"Skips by reason\" below" if others else ""
+    top = top if len(top) <= REASON_CHARS else top[:REASON_CHARS - 3].rsplit(" ", 1)[0] + " ..."
+    more = f"; {others} other reason(s), listed under the report's \"Skips by reason\"" if others else ""
     return f"all {len(cells):,} cells skipped: {top}" + (f" ({n:,})" if others else "") + more
 
 
@@ -532,6 +532,7 @@ def not_tested(s: "Summary") -> list[str]:
         for (backend, kernel), cells in sorted(static.items()):
             if not any(r.outcome != "skip" for r in cells):
                 lines.append(f"Static builds of {backend} {kernel}: not tested — {_skipped(cells)}")
+    lines += _untested_kernels(s, {f for f in by_family if not any(r.outcome != "skip" for r in by_family[f])})
     impls = _implementations_of(s.results)
     for name in sorted(impls):  # its kernel cells, and its e2e servers' (backend ``sglang-ddtree@<name>``)
         cells = by_backend.get(name, []) + [r for r in by_family.get(E2E, []) if r.backend.endswith(f"@{name}")]
@@ -543,6 +544,36 @@ def not_tested(s: "Summary") -> list[str]:
         cells = by_backend[backend]
         if not any(r.outcome != "skip" for r in cells):
             lines.append(f"{backend}: not tested — {_skipped(cells)}")
+    return lines
+
+
+def _untested_kernels(s: "Summary", untested_families: set[str]) -> list[str]:
+    """The kernel tiers' cells (interpret, device) that never ran, below the family lines: a backend whose every
+    kernel cell skipped although its static builds ran (``sglang-cuda on interpret: not tested — ...``), a kernel
+    of a backend that ran others (``sglang-triton assign_req_to_token on interpret: ...``), and the CUDA-graph
+    cells (labels ``kernel@graph``) in one line when none ran. Families listed whole are not repeated."""
+    kernel_cells = [r for r in s.records if kernel_run(r) and family_of(r) not in untested_families]
+    graphs = [r for r in kernel_cells if r.kernel.endswith("@graph")]
+    lines = []
+    by_backend: dict[str, list[ResultRecord]] = defaultdict(list)
+    for r in kernel_cells:
+        if not r.kernel.endswith("@graph"):
+            by_backend[r.backend].append(r)
+    ran_static = {r.backend for r in s.records if r.tier == STATIC and r.outcome != "skip"}
+    for backend, cells in sorted(by_backend.items()):
+        tiers = "/".join(sorted({r.tier for r in cells}))
+        if not any(r.outcome != "skip" for r in cells):
+            if backend in ran_static:  # else the backend's own line says it
+                lines.append(f"{backend} on {tiers} (its static builds ran): not tested — {_skipped(cells)}")
+            continue
+        by_kernel: dict[str, list[ResultRecord]] = defaultdict(list)
+        for r in cells:
+            by_kernel[r.kernel].append(r)
+        for kernel, mine in sorted(by_kernel.items()):
+            if not any(r.outcome != "skip" for r in mine):
+                lines.append(f"{backend} {kernel} on {tiers}: not tested — {_skipped(mine)}")
+    if graphs and not any(r.outcome != "skip" for r in graphs):
+        lines.append(f"CUDA-graph cells (kernel@graph): not tested — {_skipped(graphs)}")
     return lines
 
 

@@ -325,6 +325,39 @@ def test_the_deployment_concurrency_table_gives_each_servers_largest_lossless_ph
     assert "Deployment concurrency" not in render_markdown(kernels_only)
 
 
+def test_kernel_cells_that_never_ran_are_named_below_the_families(tmp_path):
+    """A backend whose kernel cells all skipped while its static builds ran, a kernel of a backend that ran others,
+    and the CUDA-graph cells when none ran: each a Not tested line; a kernel with one cell run is not listed."""
+    static = dict(tier="static", arch="sm120", case_id="bs3-w16-c16", budget=None, topology="", mode="")
+    torchvision = "cannot import sglang.srt.mem_cache.allocation: ModuleNotFoundError: No module named 'torchvision'"
+    path = _run_file(tmp_path / "r.jsonl", [
+        {}, {"backend": "sglang-triton"}, {**static, "backend": "sglang-cuda"},
+        {"backend": "sglang-cuda", "outcome": "skip", "message": CUDA_SKIP},
+        {"backend": "sglang-triton", "kernel": "assign_req_to_token", "outcome": "skip", "message": torchvision},
+        {"backend": "sglang-triton", "kernel": "move_kv"},
+        {"backend": "sglang-triton", "kernel": "move_kv", "case_id": "b12-spine-deep-bs3", "outcome": "skip",
+         "message": "other"},
+        {"kernel": "verify_tree_greedy@graph", "outcome": "skip", "message": "CUDA graphs need the device tier"}])
+    top = render_markdown(load([path])).split("## Summary")[0]
+    assert (f"- sglang-cuda on interpret (its static builds ran): not tested — all 1 cells skipped: {CUDA_SKIP}"
+            in top)
+    assert f"- sglang-triton assign_req_to_token on interpret: not tested — all 1 cells skipped: {torchvision}" in top
+    assert ("- CUDA-graph cells (kernel@graph): not tested — all 1 cells skipped: CUDA graphs need the device tier"
+            in top)
+    assert "move_kv" not in top and "oracle" not in top
+
+
+def test_a_long_skip_reason_is_cut_at_a_word():
+    from ddtree_compat.report.summary import REASON_CHARS, _skipped
+
+    reason = "word " * 100
+    line = _skipped([ResultRecord(kernel="k", tier="interpret", backend="b", arch="interpret", case_id="c",
+                                  budget=8, topology="spine", plant="deep", batch=1, block_size=16, mode="spine",
+                                  outcome="skip", message=reason)])
+    cut = line.split("skipped: ", 1)[1]
+    assert cut.endswith("word ...") and len(cut) <= REASON_CHARS + 1
+
+
 def test_the_three_files_of_a_report_come_from_one_results_file(tmp_path):
     """A report without a picture (static cells only) removes the picture an earlier report left beside it."""
     path = _run_file(tmp_path / "r.jsonl", [{"tier": "static", "arch": "sm120", "case_id": "bs3-w16-c16",
