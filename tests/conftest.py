@@ -23,7 +23,13 @@ def pytest_configure(config: pytest.Config) -> None:
     Triton's interpreter is on before any test imports one (Triton reads ``TRITON_INTERPRET`` when a kernel is
     defined: a helper kernel imported compiled, by a test that ran first in the worker, fails every
     interpreted kernel calling it later). Not left to the plugin: it sets it only for a session that asks for
-    the suite, and a unit test asks for none."""
+    the suite, and a unit test asks for none.
+
+    torch is imported here too, once per process: pytester drops every module first imported during a test that
+    uses it, and torch cannot be imported a second time in one process (``SystemError: ... bad call flags``), so a
+    worker whose first torch import fell inside a pytester test failed every later test that imports it."""
+    import torch  # noqa: F401 - see above
+
     from ddtree_compat.arch import detect_gpus
     from ddtree_compat.tiers import enable_interpreter
 

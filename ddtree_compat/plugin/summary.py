@@ -13,6 +13,7 @@ import pytest
 from ..outcomes import OUTCOMES
 from ..tiers import E2E, STATIC
 from .cells import OUTCOME_PROPERTY, TIER_PROPERTY
+from .options import DEFAULT_RESULTS
 from .session import active, suite
 
 SHOWN = ("pass", "wrong", "zero-accept", "fault", "skip")
@@ -169,6 +170,9 @@ class Summary:
                 line = f"results: {sess.writer.path} (the sweep writes its report when every tier has run)"
             else:
                 line = f"results: {sess.writer.path}  ->  python -m ddtree_compat report {sess.writer.path}"
+                if config.getoption("ddtree_results") == DEFAULT_RESULTS:
+                    line += ("  (every plain pytest run appends to this file, and the report counts them all: "
+                             "--ddtree-results PATH for a file of this run's own)")
             terminalreporter.write_line(line)
         if sess.cut:
             terminalreporter.write_line(f"results: a torn last line ({sess.cut['cut_bytes']} bytes at byte "
