@@ -26,6 +26,9 @@ from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
 REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
+RATE_AFTER_S = 30.0
+"""Seconds of static compiles before a time-left estimate: the first ones are often cache hits or small kernels
+(a trial's first estimate said 0:09 for 514 compiles that took 2.5 min)."""
 """A test running at least this long is named in the progress line."""
 STATIC_ID = f"[{STATIC}-"  # in the node id of every static-tier test (``StaticCell.id`` starts with its tier)
 
@@ -248,8 +251,10 @@ class Progress:
     def _static_time_left(self, now: float, done: int, left: int) -> str:
         """``, about 2:10 to go at this rate``: the static compiles left at the rate of those done since the first
         started (every pytest process compiles beside the others), once a tenth of them is done (a rate from the
-        first few, a slow kernel's or a cold cache's, says little) and a second or more is left; else nothing."""
-        if self.static_started is None or done < max(1, (done + left) // 10) or now <= self.static_started:
+        first few, a slow kernel's or a cold cache's, says little) and :data:`RATE_AFTER_S` have passed, and a second or
+        more is left; else nothing."""
+        if (self.static_started is None or done < max(1, (done + left) // 10)
+                or now - self.static_started < RATE_AFTER_S):
             return ""
         to_go = left * (now - self.static_started) / done
         return f", about {clock(to_go)} to go at this rate" if to_go >= 1 else ""  # not "about 0:00" with some left

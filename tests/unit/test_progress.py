@@ -72,12 +72,17 @@ def test_the_static_compiles_left_get_a_time_at_the_rate_of_those_done_once_a_te
     p.finished.update(["k/test_verify.py::test_v[a]", static[0]])
     assert p.line(now=130.0).endswith("; static: 1 of 20 compiled, 19 left")  # under a tenth: no rate yet
     p.finished.update(static[1:5])
+    assert p.line(now=140.0).endswith("; static: 5 of 20 compiled, 15 left")  # 20 s in: too early for a rate
     assert p.line(now=170.0).endswith("; static: 5 of 20 compiled, 15 left, about 2:30 to go at this rate")
     p.finished.update(static[5:19])
     assert p.line(now=170.0).endswith("; static: 19 of 20 compiled, 1 left, about 0:02 to go at this rate")
-    assert p.line(now=129.0).endswith("; static: 19 of 20 compiled, 1 left")  # 0.47 s: not "about 0:00"
+    assert p.line(now=129.0).endswith("; static: 19 of 20 compiled, 1 left")  # 9 s in: no rate yet
     p.finished.update(static)
     assert "static" not in p.line(now=200.0)
+    many = [f"k/test_static.py::test_static[static-sm90-sglang-triton-move_kv-t128-w4-n{n}]" for n in range(100)]
+    p.collected.update(many)
+    p.finished.update(many[:99])
+    assert p.line(now=160.0).endswith("; static: 114 of 115 compiled, 1 left")  # 0.35 s left: not "about 0:00"
 
 
 def test_a_backend_line_groups_its_kernels_by_reason():
