@@ -26,10 +26,10 @@ from .session import GRAPH_NEEDS_DEVICE, NO_IMPLEMENTATION, active, suite
 
 REASON_CHARS = 120
 LONG_RUNNING_S = 2.0
+"""A test running at least this long is named in the progress line."""
 RATE_AFTER_S = 30.0
 """Seconds of static compiles before a time-left estimate: the first ones are often cache hits or small kernels
 (a trial's first estimate said 0:09 for 514 compiles that took 2.5 min)."""
-"""A test running at least this long is named in the progress line."""
 STATIC_ID = f"[{STATIC}-"  # in the node id of every static-tier test (``StaticCell.id`` starts with its tier)
 
 

@@ -121,7 +121,7 @@ def summarize(results: Results) -> Summary:
             s.known[(r.known_issue, col, st)] += 1
         if st in FAILED:
             s.failures.append(r)
-        elif st == "xpass" and s.known_info.get(r.known_issue, {}).get("strict", True):
+        elif st == "xpass" and strict(s, r.known_issue):
             s.xpassed.append(r)
     s.columns = sorted(s.outcomes)
     return s
@@ -177,6 +177,12 @@ def count_rows(s: Summary) -> list[list[object]]:
     return rows
 
 
+def strict(s: "Summary", issue: str) -> bool:
+    """Whether known issue ``issue`` is strict (its pass means fixed); files written before ``strict`` was recorded,
+    and ids no ``env`` line describes, count as strict (the manifest's default)."""
+    return s.known_info.get(issue, {}).get("strict", True)
+
+
 KNOWN_HEADER = ["issue", "backend · arch", "status", "strict", "cells", "reason", "source"]
 
 
@@ -187,7 +193,7 @@ def known_rows(s: Summary) -> list[list[object]]:
     rows = []
     for (issue, col, st), n in sorted(s.known.items()):
         info = s.known_info.get(issue, {})
-        rows.append([issue, col, st, "yes" if info.get("strict", True) else "no", n, info.get("reason", ""),
+        rows.append([issue, col, st, "yes" if strict(s, issue) else "no", n, info.get("reason", ""),
                      info.get("source", "")])
     return rows
 
@@ -379,9 +385,6 @@ CONCURRENCY_HEADER = ["server", "attention", "configuration", "arch", "concurren
                       "largest served losslessly", "first not (outcome)", "first fault", "replay"]
 CONCURRENCY_TITLE = ("Deployment concurrency (e2e: per server configuration, the largest number of concurrent requests "
                      "served losslessly, the first that was not, and the first whose server faulted)")
-PHASE_ID = re.compile(r"-(bs1|c\d+)$")
-"""An e2e cell id's request phase (``-bs1``, ``-c512``), after its configuration's id."""
-
 
 def _phase_outcome(r: ResultRecord) -> str:
     return f"{r.batch} ({r.outcome}{f', known issue {r.known_issue}' if r.known_issue else ''})"
@@ -398,7 +401,8 @@ def concurrency_rows(s: Summary) -> list[list[object]]:
     groups: dict[tuple, list[ResultRecord]] = defaultdict(list)
     for r in s.records:
         if r.tier == E2E and r.outcome != "skip":
-            groups[(r.backend, r.attention, PHASE_ID.sub("", r.case_id), r.arch)].append(r)
+            # an e2e cell's id is ``<configuration id>-<phase>`` (``e2e.session``), phase names without a dash
+            groups[(r.backend, r.attention, r.case_id.rsplit("-", 1)[0], r.arch)].append(r)
     rows = []
     for key in sorted(groups, key=lambda k: (k[0], k[1], _natural((k[2],)), arch_key(k[3]))):
         cells = sorted(groups[key], key=lambda r: r.batch)
@@ -510,69 +514,69 @@ def not_tested(s: "Summary") -> list[str]:
     Families come from the records' folders
     (:data:`ddtree_compat.records.FAMILIES`); the e2e tier only when it has cells."""
     FAMILIES = records.FAMILIES
-    by_family: dict[str, list[ResultRecord]] = defaultdict(list)
-    by_backend: dict[str, list[ResultRecord]] = defaultdict(list)
-    for r in s.records:
-        by_family[family_of(r)].append(r)
-        by_backend[r.backend].append(r)
+    by_family, by_backend = _grouped(s.records, family_of), _grouped(s.records, lambda r: r.backend)
     lines = []
     families = [*FAMILIES, *sorted(set(by_family) - {*FAMILIES, STATIC, E2E}), STATIC,
                 *([E2E] if by_family.get(E2E) else [])]
     for family in families:
         cells = by_family.get(family, [])
-        if any(r.outcome != "skip" for r in cells):
+        if _ran(cells):
             continue
         why = _skipped(cells) if cells else _no_cell(family, s.results)
         lines.append(f"{FAMILY_TITLES.get(family, family)[:1].upper()}{FAMILY_TITLES.get(family, family)[1:]}: "
                      f"not tested — {why}")
-    static: dict[tuple[str, str], list[ResultRecord]] = defaultdict(list)
-    for r in by_family.get(STATIC, []):
-        static[(r.backend, r.kernel)].append(r)
-    if any(r.outcome != "skip" for r in by_family.get(STATIC, [])):  # else the static tier's own line says it
-        for (backend, kernel), cells in sorted(static.items()):
-            if not any(r.outcome != "skip" for r in cells):
+    if _ran(by_family.get(STATIC, [])):  # else the static tier's own line says it
+        for (backend, kernel), cells in _grouped(by_family[STATIC], lambda r: (r.backend, r.kernel)).items():
+            if not _ran(cells):
                 lines.append(f"Static builds of {backend} {kernel}: not tested — {_skipped(cells)}")
-    lines += _untested_kernels(s, {f for f in by_family if not any(r.outcome != "skip" for r in by_family[f])})
+    lines += _untested_kernels(s, {f for f, cells in by_family.items() if not _ran(cells)})
     impls = _implementations_of(s.results)
     for name in sorted(impls):  # its kernel cells, and its e2e servers' (backend ``sglang-ddtree@<name>``)
         cells = by_backend.get(name, []) + [r for r in by_family.get(E2E, []) if r.backend.endswith(f"@{name}")]
-        if not any(r.outcome != "skip" for r in cells):
+        if not _ran(cells):
             i = impls[name]
             what = f"{name} (DDTree implementation, {i.get('repo') or '?'}@{(i.get('commit') or '?')[:8]})"
             lines.append(f"{what}: not tested — {_skipped(cells) if cells else 'no cell (' + SELECTION + ')'}")
-    for backend in sorted(set(by_backend) - set(impls)):
-        cells = by_backend[backend]
-        if not any(r.outcome != "skip" for r in cells):
+    for backend, cells in by_backend.items():
+        if backend not in impls and not _ran(cells):
             lines.append(f"{backend}: not tested — {_skipped(cells)}")
     return lines
 
 
+def _ran(cells: list[ResultRecord]) -> bool:
+    """Whether any of ``cells`` ran (an outcome other than ``skip``)."""
+    return any(r.outcome != "skip" for r in cells)
+
+
+def _grouped(cells, key) -> dict:
+    """``cells`` by ``key(cell)``, the keys sorted."""
+    out: dict = defaultdict(list)
+    for r in cells:
+        out[key(r)].append(r)
+    return dict(sorted(out.items()))
+
+
 def _untested_kernels(s: "Summary", untested_families: set[str]) -> list[str]:
     """The kernel tiers' cells (interpret, device) that never ran, below the family lines: a backend whose every
-    kernel cell skipped although its static builds ran (``sglang-cuda on interpret: not tested — ...``), a kernel
-    of a backend that ran others (``sglang-triton assign_req_to_token on interpret: ...``), and the CUDA-graph
-    cells (labels ``kernel@graph``) in one line when none ran. Families listed whole are not repeated."""
+    kernel cell skipped although its static builds ran (``sglang-cuda on interpret (its static builds ran): not
+    tested — ...``), a kernel of a backend that ran others (``sglang-triton assign_req_to_token on interpret: ...``),
+    and the CUDA-graph cells (labels ``kernel@graph``) in one line when none ran. Families listed whole are not
+    repeated."""
     kernel_cells = [r for r in s.records if kernel_run(r) and family_of(r) not in untested_families]
     graphs = [r for r in kernel_cells if r.kernel.endswith("@graph")]
-    lines = []
-    by_backend: dict[str, list[ResultRecord]] = defaultdict(list)
-    for r in kernel_cells:
-        if not r.kernel.endswith("@graph"):
-            by_backend[r.backend].append(r)
     ran_static = {r.backend for r in s.records if r.tier == STATIC and r.outcome != "skip"}
-    for backend, cells in sorted(by_backend.items()):
+    lines = []
+    plain = [r for r in kernel_cells if not r.kernel.endswith("@graph")]
+    for backend, cells in _grouped(plain, lambda r: r.backend).items():
         tiers = "/".join(sorted({r.tier for r in cells}))
-        if not any(r.outcome != "skip" for r in cells):
+        if not _ran(cells):
             if backend in ran_static:  # else the backend's own line says it
                 lines.append(f"{backend} on {tiers} (its static builds ran): not tested — {_skipped(cells)}")
             continue
-        by_kernel: dict[str, list[ResultRecord]] = defaultdict(list)
-        for r in cells:
-            by_kernel[r.kernel].append(r)
-        for kernel, mine in sorted(by_kernel.items()):
-            if not any(r.outcome != "skip" for r in mine):
+        for kernel, mine in _grouped(cells, lambda r: r.kernel).items():
+            if not _ran(mine):
                 lines.append(f"{backend} {kernel} on {tiers}: not tested — {_skipped(mine)}")
-    if graphs and not any(r.outcome != "skip" for r in graphs):
+    if graphs and not _ran(graphs):
         lines.append(f"CUDA-graph cells (kernel@graph): not tested — {_skipped(graphs)}")
     return lines
 
