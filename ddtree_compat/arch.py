@@ -70,6 +70,8 @@ def _rows(*rows: Arch) -> dict[str, Arch]:
 ARCHES: dict[str, Arch] = _rows(
     Arch("sm80", "ampere", "A100, A30", 163 * KB, static_target=True, tile_emulation=True),  # 164 KB per SM
     Arch("sm86", "ampere", "RTX 30xx, A10, A40, RTX A6000", 99 * KB, static_target=True, tile_emulation=True),
+    # sm87 and sm110 (Jetson) are markers and limits only, no static target: not serving GPUs for SGLang, and the
+    # ptxas Triton 3.6 bundles (CUDA 12.8 / 12.9) knows Thor as sm_101, not CUDA 13's sm_110 (each cell would skip)
     Arch("sm87", "ampere", "Jetson AGX Orin", 163 * KB),
     Arch("sm89", "ada", "RTX 40xx, L4, L40S, RTX 6000 Ada", 99 * KB, static_target=True, tile_emulation=True),
     Arch("sm90", "hopper", "H100, H200, GH200", 227 * KB, sass=frozenset({"wgmma", "tma"}), static_target=True,

@@ -209,6 +209,16 @@ def test_json_round_trip_and_bad_fields():
         AttentionCase.from_json('{"schema": "other"}')
 
 
+def test_an_emulated_arch_with_no_cell_of_its_own_runs_the_first_cells_shape(monkeypatch):
+    """An arch added to the table with tile emulation needs no interpret cell to be covered (docs/extending.md)."""
+    from ddtree_compat.families.attention import records
+
+    monkeypatch.setattr(records, "TILES", (*TILES, "sm999"))
+    cases = records._interpret_cases()
+    assert len(cases) == len(records.INTERPRET_CELLS) + 1
+    assert cases[-1].tiles == "sm999" and replace(cases[-1], tiles=cases[0].tiles) == cases[0]
+
+
 def test_interpret_profile_covers_what_ci_must():
     cases = attention_cases("interpret")
     running = [c for c in cases if c.dtype == "fp16"]  # bf16 skips for Triton backends on the interpreter

@@ -6,12 +6,20 @@ import torch
 from ddtree_compat.families.commit.variants import CommitMutant
 from ddtree_compat.backends.oracle_column import OracleBackend
 from ddtree_compat.families.verify.records import make_case
-from ddtree_compat.families.commit.checks import CHECKS, freed_set_report, kept_slots, layout, move_plan, plan_slots
+from ddtree_compat import records
+from ddtree_compat.families.commit.checks import freed_set_report, kept_slots, layout, move_plan, plan_slots
 from ddtree_compat.families.commit.records import KERNELS, CommitCase, commit_cases
 from ddtree_compat.errors import CaseError
 from ddtree_compat.tiers import Target
 
 CPU = Target("interpret", "cpu")
+
+
+def check(kernel: str):
+    """The kernel's check, as the plugin finds it: through its record."""
+    return records.get(kernel).runner()
+
+
 SIBLING = CommitCase(make_case(16, "bf-peaked", "sibling", 3), 16, "page-cross", 2, 64, "bf16")
 
 
@@ -56,12 +64,12 @@ def test_pool_end_placement_uses_the_last_pages():
 @pytest.mark.parametrize("case", [SIBLING, CommitCase(make_case(8, "spine", "deep", 3, capacity=16), 64, "pool-end",
                                                       8, 128, "fp8")], ids=lambda c: c.id)
 def test_oracle_backend_passes(kernel, case):
-    assert CHECKS[kernel](case, OracleBackend(), CPU).outcome == "pass"
+    assert check(kernel)(case, OracleBackend(), CPU).outcome == "pass"
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_mutant_commit_is_caught(kernel):
-    bad = CHECKS[kernel](SIBLING, CommitMutant(), CPU)  # a non-contiguous kept path
+    bad = check(kernel)(SIBLING, CommitMutant(), CPU)  # a non-contiguous kept path
     assert bad.outcome in ("wrong", "fault") and bad.message, kernel
 
 
@@ -85,7 +93,7 @@ def test_kv_pools_differ_by_layer_and_are_a_fresh_copy_of_one_draw():
     assert all(not torch.equal(a, b) for a, b in combinations(pools, 2))
     again = _kv_pool(SIBLING, lay, "cpu", 1)[0]
     assert torch.equal(again, pools[1]) and again.data_ptr() != pools[1].data_ptr()  # the cell may write it
-    assert CHECKS["move_kv"](SIBLING, MovesAnotherPoolsRows(), CPU).outcome == "wrong"
+    assert check("move_kv")(SIBLING, MovesAnotherPoolsRows(), CPU).outcome == "wrong"
 
 
 def test_commit_case_json_round_trip_and_bad_input(tmp_path):
@@ -177,5 +185,5 @@ def test_padding_is_never_freed():
 ])
 def test_mutant_commit_fails_the_freed_set_check(kernel, page, words):
     case = CommitCase(make_case(12, "spine", "partial", 3, capacity=16), page, "page-cross", 1, 64, "fp16")
-    message = CHECKS[kernel](case, CommitMutant(), CPU).message
+    message = check(kernel)(case, CommitMutant(), CPU).message
     assert all(w in message for w in words), message

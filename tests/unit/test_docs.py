@@ -58,6 +58,28 @@ def _exists(named: str) -> bool:
                                                                                     "tests/kernels")).exists()
 
 
+ARCH_LISTS = (("docs/tiers.md", "compiled ahead of time, on the CPU, for", "STATIC_ARCHES"),
+              ("docs/tiers.md", "Each case also runs with the tile choice SGLang makes for", "TILE_ARCHES"),
+              ("docs/verify-attention.md", "under the tile choices SGLang makes for", "TILE_ARCHES"))
+"""Sentences of the docs that list the archs a column of the arch table selects: ``(doc, the words before the list,
+the name in ddtree_compat.arch)``."""
+
+
+def test_the_arch_lists_in_the_docs_are_the_arch_table_s():
+    """Adding an arch is a row of ``ARCHES``; the docs that list the static targets and the emulated tile choices
+    say the same, or this names the sentence to edit."""
+    import re
+
+    from ddtree_compat import arch
+
+    for doc, before, name in ARCH_LISTS:
+        text = " ".join((ROOT / doc).read_text().split())
+        at = text.index(before) + len(before)
+        listed = re.match(r"((?:\s*(?:,|and)?\s*sm\d+)+)", text[at:]).group(1)
+        assert tuple(re.findall(r"sm\d+", listed)) == getattr(arch, name), (
+            f"{doc}: the archs after '{before}' are not ddtree_compat.arch.{name} {getattr(arch, name)}")
+
+
 def test_every_path_and_module_the_docs_name_exists():
     """A doc that names a file, folder or module the code no longer has is a stale map."""
     stale = {doc: sorted(n for n in _named_paths((ROOT / doc).read_text()) if not _exists(n)) for doc in LIVE_DOCS}

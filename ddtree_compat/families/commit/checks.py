@@ -374,7 +374,3 @@ def move_kv(case: CommitCase, lay: CommitLayout, backend, device: str):
                     for p in compare(f"{'kv'[i // LAYERS]}_buffer[{i % LAYERS}] (bits, bands included)", _bits(storage),
                                      expected_pool(old, lay, tuple(view.shape)))]
 
-
-CHECKS = {f.__name__: f for f in (accept_out_cache_loc, front_out_cache_loc, commit_outputs, bonus_tokens,
-                                  assign_req_to_token, move_kv)}
-"""Kernel name -> its check (``run(case, backend, target) -> Verdict``), for callers that pick by name."""
