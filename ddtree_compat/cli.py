@@ -278,7 +278,8 @@ def _sweep_report(args: argparse.Namespace, results: Path, arch: str, stem: str,
     it holds: partial or whole (with the command for the rest), what was not tested."""
     from . import sweep_files
     from .errors import ResultsFileError
-    from .report.summary import not_tested, summarize
+    from .report.coverage import not_tested
+    from .report.summary import summarize
 
     report = results.with_suffix(".md")
     try:

@@ -17,7 +17,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .configs import Phase, ServerConfig

@@ -7,7 +7,8 @@
 * :func:`render_html` (``html_page.py``): one self-contained HTML page (jinja2 template
   ``templates/report.html.j2``): the summary table and picture inlined, failures, known issues, the static
   tier per arch, details per kernel, environment and counts.
-* ``summary.py``: the counting all three share.
+* ``summary.py``: the counting all three share; ``coverage.py``: what the top of a report says (the title, what was
+  not tested and why, partial runs); ``deployment.py``: the envelope and deployment-concurrency tables.
 """
 
 from .html_page import render_html

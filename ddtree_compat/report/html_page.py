@@ -20,11 +20,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .picture import STYLE, render_summary
-from .summary import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER,
-                      ENVELOPE_TITLE, KNOWN_HEADER, attention_rows, concurrency_rows, count_header, count_rows,
-                      distribution_rows, e2e_rows, envelope_rows, env_rows, kernel_matrix, kernels_with_cells,
-                      known_rows, not_tested, notices, parts, repairs, replay_command, report_title, sources,
-                      static_rows, summarize, summary_table, worst)
+from .coverage import not_tested, notices, repairs, report_title, sources
+from .deployment import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, ENVELOPE_HEADER, ENVELOPE_TITLE, concurrency_rows,
+                         envelope_rows)
+from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_header, count_rows,
+                      distribution_rows, e2e_rows, env_rows, kernel_matrix, kernels_with_cells, known_rows, parts,
+                      replay_command, static_rows, summarize, summary_table, worst)
+
 
 _TEMPLATES = Environment(loader=PackageLoader("ddtree_compat.report", "templates"),
                          autoescape=select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
@@ -49,7 +51,7 @@ def _static_by_arch(rows: list) -> list:
 def render_html(results: Results, png: bytes | None = None, title: str | None = None,
                 max_failures: int = 200) -> str:
     """The HTML page of ``results``; ``png`` is the summary picture (drawn with :func:`render_summary` if
-    ``None``; ``b""`` for none); ``title``: default, what was tested (:func:`~.summary.report_title`). Under the
+    ``None``; ``b""`` for none); ``title``: default, what was tested (:func:`~.coverage.report_title`). Under the
     title, as in the Markdown: the results file(s), a partial run or torn lines, what was not tested and why.
 
     Raises:

@@ -20,11 +20,13 @@ from collections import Counter
 
 from ..outcomes import WORST_FIRST
 from ..results import Results
-from .summary import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, DISTRIBUTION_HEADER, ENV_HEADER, ENVELOPE_HEADER,
-                      ENVELOPE_TITLE, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows, concurrency_rows,
-                      count_header, count_rows, distribution_rows, e2e_rows, envelope_rows, env_rows, kernel_matrix,
-                      kernels_with_cells, known_rows, not_tested, notices, parts, repairs, replay_command,
-                      report_title, sources, static_rows, summarize, summary_table)
+from .coverage import not_tested, notices, repairs, report_title, sources
+from .deployment import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, ENVELOPE_HEADER, ENVELOPE_TITLE, concurrency_rows,
+                         envelope_rows)
+from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows,
+                      count_header, count_rows, distribution_rows, e2e_rows, env_rows, kernel_matrix,
+                      kernels_with_cells, known_rows, parts, replay_command, static_rows, summarize, summary_table)
+
 
 
 LEGEND = ("✅ all passed · ⚠ no failure, but some cells skipped (their reasons: *Skips by reason*) · ⏭ all skipped "
@@ -151,7 +153,7 @@ def _top(s: Summary) -> list[str]:
 def render_markdown(results: Results, title: str | None = None, max_failures: int = 40,
                     picture: str | None = None, max_rows: int = 200, envelope_picture: str | None = None) -> str:
     """Render ``results`` (one or several merged files) as one Markdown document; ``title``: default, what was
-    tested (:func:`~.summary.report_title`); ``picture``: the summary picture's path as the document links it
+    tested (:func:`~.coverage.report_title`); ``picture``: the summary picture's path as the document links it
     (``None``: no picture); ``max_rows`` bounds each collapsed table."""
     s = summarize(results)
     lines = [f"# {title or report_title(s)}", "", *_top(s), _totals(s), ""]

@@ -31,8 +31,9 @@ import numpy as np
 from ..results import ResultRecord, Results
 from ..families.ddtree.records import LOGITS
 from ..families.verify.topologies import TOPOLOGIES
-from .summary import (arch_key, cell_status, kernel_key, not_tested, parts, report_title, sources, summarize, table_of,
-                      worst)
+from .coverage import not_tested, report_title, sources
+from .summary import arch_key, cell_status, kernel_key, parts, summarize, table_of, worst
+
 
 # Status -> (colour, legend label). Failures warm and dark, known issues yellow, fixed blue.
 STYLE: dict[str, tuple[str, str]] = {

@@ -348,7 +348,7 @@ def test_kernel_cells_that_never_ran_are_named_below_the_families(tmp_path):
 
 
 def test_a_long_skip_reason_is_cut_at_a_word():
-    from ddtree_compat.report.summary import REASON_CHARS, _skipped
+    from ddtree_compat.report.coverage import REASON_CHARS, _skipped
 
     reason = "word " * 100
     line = _skipped([ResultRecord(kernel="k", tier="interpret", backend="b", arch="interpret", case_id="c",

@@ -49,7 +49,7 @@ import numpy as np
 
 from ...cases import FlatCase, plant_path, stable_seed, target_for_path
 from ...errors import CaseError
-from .oracle import CPU_RULE, KERNEL_RULE, BuiltTree, arrays, build, graph_buckets, prune_deepest_chains, select_bucket
+from .oracle import KERNEL_RULE, BuiltTree, arrays, build, graph_buckets, prune_deepest_chains, select_bucket
 from ...tree import DraftTree
 from ...contract import CaseContext, KernelRecord
 
