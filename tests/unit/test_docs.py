@@ -80,6 +80,19 @@ def test_the_arch_lists_in_the_docs_are_the_arch_table_s():
             f"{doc}: the archs after '{before}' are not ddtree_compat.arch.{name} {getattr(arch, name)}")
 
 
+def test_the_deployment_shapes_doc_names_every_scale_kernel_and_its_tag():
+    """``docs/tiers.md``'s "Deployment shapes" section lists each kernel with scale cells and its case-id tag."""
+    from ddtree_compat.families.scale.boundaries import KERNELS
+    from ddtree_compat.families.scale.records import TAGS
+
+    text = (ROOT / "docs" / "tiers.md").read_text()
+    section = text[text.index("## Deployment shapes"):]
+    section = section[:section.index("\n## ", 1)]
+    missing = [f"`{k}`" for k in KERNELS if f"`{k}`" not in section] + [f"`{TAGS[k]}-`" for k in KERNELS
+                                                                        if f"`{TAGS[k]}-`" not in section]
+    assert not missing, f"docs/tiers.md, Deployment shapes: add {', '.join(missing)}"
+
+
 def test_every_path_and_module_the_docs_name_exists():
     """A doc that names a file, folder or module the code no longer has is a stale map."""
     stale = {doc: sorted(n for n in _named_paths((ROOT / doc).read_text()) if not _exists(n)) for doc in LIVE_DOCS}

@@ -1,4 +1,4 @@
-"""The KV-cache commit after verify: six kernels, one record each, sharing one case type.
+"""The KV-cache commit after verify: its kernels, one record each, sharing one case type.
 
 After verify, a DDTree round commits the accepted path (SGLang DDTree PR #29907, page_size 1: keep the
 accepted nodes' slots where they are; earlier PR #27509 and SGLang 0.5.23's tree commit: compact their

@@ -1,6 +1,6 @@
 """Index boundaries, derived: for every tensor a kernel indexes, the batch at which its last element's offset (or last
 byte's, where the kernel computes byte offsets) passes 2^31 and 2^32, from the shapes SGLang and the DDTree workers
-allocate. Pure (shapes in, cells out), torch-free: ``tests/unit/test_scale_boundaries.py`` holds it.
+allocate. Pure (shapes in, cells out), torch-free: ``tests/unit/test_scale.py`` holds it.
 
 Every tensor's size is affine in the batch: ``numel(bs) = per_batch * bs + fixed`` (the pools' padding rows and
 pages are the ``fixed`` part). A 32-bit signed offset breaks at element ``2^31``: the first batch whose last offset
