@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from ..results import ResultRecord
 from ..tiers import E2E
-from .summary import Summary, _natural, arch_key, replay_command
+from .summary import Summary, arch_key, natural_key, replay_command
 
 CONCURRENCY_HEADER = ["server", "attention", "configuration", "arch", "concurrencies run",
                       "largest served losslessly", "first not (outcome)", "first fault", "replay"]
@@ -35,7 +35,7 @@ def concurrency_rows(s: Summary) -> list[list[object]]:
             # an e2e cell's id is ``<configuration id>-<phase>`` (``e2e.session``), phase names without a dash
             groups[(r.backend, r.attention, r.case_id.rsplit("-", 1)[0], r.arch)].append(r)
     rows = []
-    for key in sorted(groups, key=lambda k: (k[0], k[1], _natural((k[2],)), arch_key(k[3]))):
+    for key in sorted(groups, key=lambda k: (k[0], k[1], natural_key((k[2],)), arch_key(k[3]))):
         cells = sorted(groups[key], key=lambda r: r.batch)
         bad = next((r for r in cells if r.outcome != "pass"), None)
         fault = next((r for r in cells if r.outcome == "fault"), None)

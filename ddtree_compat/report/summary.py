@@ -278,7 +278,7 @@ class SummaryCell:
         ``fault: random b64; zero-accept: spine b8, spine b12`` (``""`` when none failed)."""
         groups, shown = [], 0
         for st in WORST_FIRST[:WORST_FIRST.index("skip")]:
-            found = sorted(self.places.get(st, ()), key=lambda x: _natural((x,)))
+            found = sorted(self.places.get(st, ()), key=lambda x: natural_key((x,)))
             if not found:
                 continue
             room = max(limit - shown, 1)
@@ -320,14 +320,14 @@ def kernel_matrix(s: "Summary", kernel: str, failing_only: bool = False
         cells[(key, f"{r.backend} · {r.arch}")][cell_status(r)] += 1
         modes[key].add(r.mode)
     bad = {*FAILED, "error", "xpass"}
-    keys = sorted(modes, key=lambda k: (k[0] if k[0] is not None else -1, _natural(k[1:])))
+    keys = sorted(modes, key=lambda k: (k[0] if k[0] is not None else -1, natural_key(k[1:])))
     rows = [(k, "/".join(sorted(modes[k])), [cells.get((k, c)) for c in cols]) for k in keys]
     if failing_only:
         rows = [row for row in rows if any(c and any(c[b] for b in bad) for c in row[2])]
     return cols, rows
 
 
-def _natural(key: tuple) -> list:
+def natural_key(key: tuple) -> list:
     """Sort key reading digit runs as numbers (``bs3-w9-c9`` before ``bs3-w16-c16``)."""
     return [int(t) if t.isdigit() else t for part in key for t in re.split(r"(\d+)", str(part))]
 
@@ -340,7 +340,7 @@ def static_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter |
     cells: dict[tuple, Counter] = {}
     for r in recs:
         cells.setdefault((r.backend, r.kernel, r.case_id, r.arch), Counter())[cell_status(r)] += 1
-    keys = sorted({(r.backend, r.kernel, r.case_id) for r in recs}, key=_natural)
+    keys = sorted({(r.backend, r.kernel, r.case_id) for r in recs}, key=natural_key)
     return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 
@@ -360,11 +360,11 @@ def attention_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counte
     tile configuration (``native`` first, then the emulated archs), the Counter of statuses over its trees,
     layouts and page sizes (``None`` where none ran)."""
     recs = [r for r in s.records if attention_run(r)]
-    tiles = sorted({tiles_of(r) for r in recs}, key=lambda t: (t != "native", _natural((t,))))
+    tiles = sorted({tiles_of(r) for r in recs}, key=lambda t: (t != "native", natural_key((t,))))
     cells: dict[tuple, Counter] = {}
     for r in recs:
         cells.setdefault((f"{r.backend} · {r.arch}", r.shape, tiles_of(r)), Counter())[cell_status(r)] += 1
-    keys = sorted({(f"{r.backend} · {r.arch}", r.shape) for r in recs}, key=_natural)
+    keys = sorted({(f"{r.backend} · {r.arch}", r.shape) for r in recs}, key=natural_key)
     return tiles, [(k, [cells.get((*k, t)) for t in tiles]) for k in keys]
 
 
@@ -389,7 +389,7 @@ def distribution_rows(s: Summary) -> list[list[object]]:
     ``p_value``, ``dof``, ``rows``, ``alpha``; header :data:`DISTRIBUTION_HEADER`): the p-value to 3 significant
     digits, ``alpha`` as written (``1e-06``). ``[]`` when no cell measured one."""
     recs = sorted((r for r in s.records if "p_value" in (r.measured or {})),
-                  key=lambda r: (kernel_key(r.kernel), r.backend, arch_key(r.arch), _natural((r.case_id,))))
+                  key=lambda r: (kernel_key(r.kernel), r.backend, arch_key(r.arch), natural_key((r.case_id,))))
     return [[f"{r.kernel} · {r.backend} · {r.arch}", r.case_id, r.outcome,
              *(_figure(r.measured, key, fmt) for key, fmt in _MEASURED)] for r in recs]
 
