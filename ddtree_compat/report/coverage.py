@@ -40,6 +40,8 @@ def _skipped(cells: list[ResultRecord]) -> str:
     reasons = Counter(r.message.strip().splitlines()[0] if r.message.strip() else "no reason given" for r in cells)
     (top, n), others = reasons.most_common(1)[0], len(reasons) - 1
     top = top if len(top) <= REASON_CHARS else top[:REASON_CHARS - 3].rsplit(" ", 1)[0] + " ..."
+    if "No module named" in top:
+        top += " (docs/installing.md: which package, what it enables, where it installs)"
     more = (f"; {others} other reason(s), listed in the report's \"Skips by reason\" (folded, near its end)"
             if others else "")
     return f"all {len(cells):,} cells skipped: {top}" + (f" ({n:,})" if others else "") + more
