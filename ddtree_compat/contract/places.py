@@ -206,8 +206,10 @@ def locate(places: tuple[Place, ...]):
             if isinstance(e, ModuleNotFoundError) and e.name and (place.module == e.name or
                                                                    place.module.startswith(f"{e.name}.")):
                 continue  # the module itself is not in this SGLang: look on
+            where = " (docs/installing.md: which package, what it enables, where it installs)" if isinstance(
+                e, ModuleNotFoundError) else ""
             first_missing = first_missing or MissingDependency(
-                f"cannot import {place.module}: {type(e).__name__}: {e}".replace("\n", " ")[:400])
+                f"cannot import {place.module}: {type(e).__name__}: {e}".replace("\n", " ")[:400] + where)
             continue
         except Exception as e:  # noqa: BLE001 - the module raised while importing here (e.g. a transformers
             # version its configs clash with): this place is unusable here; said in the skip if no place works

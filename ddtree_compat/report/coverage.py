@@ -16,7 +16,8 @@ from ..tiers import E2E, STATIC
 from .summary import Summary, arch_key, kernel_run
 
 FAMILY_TITLES = {"verify": "verify kernels", "commit": "KV-cache commit kernels", "attention": "verify attention",
-                 "ddtree": "DDTree kernels", "sampling": "sampling verify", "scale": "deployment shapes", STATIC: "static builds", E2E: "end to end"}
+                 "ddtree": "DDTree kernels", "sampling": "sampling verify", "scale": "deployment shapes",
+                 STATIC: "static builds", E2E: "end to end"}
 """What a report calls each kernel family (``ddtree_compat.families``) and the static and e2e tiers."""
 SELECTION = "left out of the selection: -k, -m, --tests or --backend"
 REASON_CHARS = 200
@@ -40,8 +41,6 @@ def _skipped(cells: list[ResultRecord]) -> str:
     reasons = Counter(r.message.strip().splitlines()[0] if r.message.strip() else "no reason given" for r in cells)
     (top, n), others = reasons.most_common(1)[0], len(reasons) - 1
     top = top if len(top) <= REASON_CHARS else top[:REASON_CHARS - 3].rsplit(" ", 1)[0] + " ..."
-    if "No module named" in top:
-        top += " (docs/installing.md: which package, what it enables, where it installs)"
     more = (f"; {others} other reason(s), listed in the report's \"Skips by reason\" (folded, near its end)"
             if others else "")
     return f"all {len(cells):,} cells skipped: {top}" + (f" ({n:,})" if others else "") + more

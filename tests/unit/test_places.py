@@ -78,3 +78,17 @@ def test_kept_in_reads_releases_ranges_and_later():
     assert [seen.kept_in(r) for r in ("0.5.12", "0.5.15", "0.5.20", "0.5.21", "0.5.22", "0.5.30", "dbguo")] == [
         False, True, True, False, True, True, False]
     assert Place("m", "n", seen="0.5.12").kept_in("0.5.12") and not Place("m", "n", seen="DDTree trees").kept_in("0.5.12")
+
+
+def test_a_place_whose_module_lacks_a_dependency_says_where_installing_is_explained(tmp_path, monkeypatch):
+    """A module that imports one not installed here (torchvision for SGLang's KV-cache modules) is a skip reason naming
+    the module and pointing to docs/installing.md; a module that is itself absent is looked past, not a reason."""
+    from ddtree_compat.contract.places import MissingDependency, locate
+
+    (tmp_path / "needs_absent_dep.py").write_text("import no_such_dependency_xyz\n\ndef kernel():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(MissingDependency) as e:
+        locate((Place("needs_absent_dep", "kernel", "wrapper", "0.5.23"),))
+    assert str(e.value) == ("cannot import needs_absent_dep: ModuleNotFoundError: No module named "
+                            "'no_such_dependency_xyz' (docs/installing.md: which package, what it enables, where it "
+                            "installs)")
