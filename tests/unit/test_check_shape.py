@@ -13,8 +13,8 @@ import pytest
 from ddtree_compat import records
 from ddtree_compat.backends.oracle_column import OracleBackend
 from ddtree_compat.contract import CaseContext
-from ddtree_compat.families.ddtree.reference import DDTreeReference
 from ddtree_compat.families.verify.records import grid
+from tests.unit.references import reference_column
 
 PLANTED = "CUDA error: an illegal memory access was encountered (planted in the oracle)"
 """The planted exception reads like a kernel fault on purpose: only where it was raised may decide its outcome."""
@@ -33,20 +33,6 @@ def _runner(record):
     """The record's run; a deployment-shape cell's without its device and memory gate."""
     run = record.runner()
     return getattr(run, "judged", run)
-
-
-class _DDTreeSampler(DDTreeReference):
-    """The DDTree reference's sampler, called as the sampling family's law cells call an implementation's."""
-
-    def ddtree_sample_distribution(self, *args) -> None:
-        self.ddtree_sample(*args)
-
-
-def _reference(record):
-    if record.name == "ddtree_sample_distribution":
-        return _DDTreeSampler()
-    ddtree = record.table == "ddtree" or record.name.startswith("ddtree_")  # a DDTree kernel's deployment shapes too
-    return DDTreeReference() if ddtree else OracleBackend()
 
 
 RECORDS = sorted(records.registry().values(), key=lambda r: r.name)
@@ -121,7 +107,7 @@ def test_an_exception_in_the_oracle_is_the_suites_error_never_a_kernel_fault(rec
     called, fired = [], []
     armed = (lambda: True) if when == "always" else (lambda: bool(called))
     assert _plant(monkeypatch, family, armed, fired) > 0, f"no oracle function found to plant in the {family} family"
-    verdict = _runner(record)(case, _watched(_reference(record), called), "cpu")
+    verdict = _runner(record)(case, _watched(reference_column(record.name), called), "cpu")
     if when == "after the call" and not fired:
         assert verdict.outcome == "pass", (verdict.outcome, verdict.message[:400])
         return
@@ -136,7 +122,7 @@ def test_the_judge_itself_calls_the_oracle_in_the_families_that_judge_late(famil
     record = next(r for r in RECORDS if r.run.split(".")[2] == family)
     called, fired = [], []
     _plant(monkeypatch, family, lambda: bool(called), fired)
-    verdict = record.runner()(_first_case(record), _watched(_reference(record), called), "cpu")
+    verdict = record.runner()(_first_case(record), _watched(reference_column(record.name), called), "cpu")
     assert fired and verdict.outcome == "error" and "judge" in verdict.message, (fired, verdict)
 
 

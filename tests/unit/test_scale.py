@@ -13,6 +13,7 @@ from ddtree_compat.families.scale import boundaries as bd
 from ddtree_compat.families.scale import checks as C
 from ddtree_compat.families.scale import oracle as O
 from ddtree_compat.families.scale.records import RECORDS, ScaleCase, check_vocabs, scale_cases
+from tests.unit.references import reference_column
 
 # ---------------------------------------------------------------------------------------------- derivation
 
@@ -121,29 +122,6 @@ def test_the_plants_tokens_sit_in_the_last_columns_of_each_row_and_differ_betwee
 
 CPU = "cpu"
 
-
-def _cascade():
-    """The cascade's reference: the one-pass reference's attention (the cascade must equal it)."""
-    from ddtree_compat.backends.oracle_column import OracleBackend
-
-    class Cascade(OracleBackend):
-        def verify_attention_cascade(self, *args, **kwargs):
-            return self.verify_attention(*args, **kwargs)
-
-    return Cascade
-
-
-def _references():
-    from ddtree_compat.backends.oracle_column import OracleBackend
-    from ddtree_compat.families.ddtree.reference import DDTreeReference
-
-    return {"tree_speculative_sampling": OracleBackend, "chain_speculative_sampling": OracleBackend,
-            "verify_tree_greedy": OracleBackend, "assign_req_to_token": OracleBackend, "move_kv": OracleBackend,
-            "ddtree_sample": DDTreeReference, "ddtree_fa_full": DDTreeReference, "verify_attention": OracleBackend,
-            "ddtree_compile": DDTreeReference, "ddtree_fa_suffix": DDTreeReference, "ddtree_build": DDTreeReference,
-            "ddtree_prune": DDTreeReference, "ddtree_follow": DDTreeReference, "verify_attention_cascade": _cascade()}
-
-
 SMALL = {"tree_speculative_sampling": ScaleCase("tree_speculative_sampling", 5, vocab=64, budget=3),
          "chain_speculative_sampling": ScaleCase("chain_speculative_sampling", 5, vocab=64, budget=3),
          "ddtree_sample": ScaleCase("ddtree_sample", 5, vocab=64, budget=3),
@@ -168,7 +146,7 @@ def test_every_kernel_with_scale_cells_has_a_small_case_here_and_a_tag():
 
 @pytest.mark.parametrize("kernel", list(bd.KERNELS))
 def test_the_reference_column_passes_each_kernels_plant(kernel):
-    verdict = getattr(C, kernel).judged(SMALL[kernel].check(), _references()[kernel](), CPU)
+    verdict = getattr(C, kernel).judged(SMALL[kernel].check(), reference_column(kernel), CPU)
     assert verdict.outcome == "pass", verdict.message
 
 
@@ -245,7 +223,7 @@ def test_offsets_that_wrap_past_a_limit_are_called_wrong_on_the_rows_past_it(ker
     name = next(t for t in bd.KERNELS[kernel].tensors).name
     numel = next(t for t in bd.KERNELS[kernel].tensors).numel(case.shape, case.batch)
     arg, write = WRAPPED[kernel]
-    broken = _Wrapping(_references()[kernel](), arg, numel * 3 // 5, write)
+    broken = _Wrapping(reference_column(kernel), arg, numel * 3 // 5, write)
     verdict = getattr(C, kernel).judged(case, broken, CPU)
     assert verdict.outcome in ("wrong", "zero-accept"), (name, verdict.message)
     assert "differ" in verdict.message or "nonzero" in verdict.message
