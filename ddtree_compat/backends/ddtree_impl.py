@@ -178,6 +178,21 @@ class DDTreeImplBackend(Backend):
             visibility=visibility, req_to_token=req_to_token, req_pool_indices=req_pool_indices, seq_lens=seq_lens,
             page_table=page_table, cache_seqlens=cache_seqlens, q_len=q)
 
+    def scale_adapter_nbytes(self, case) -> int:
+        """Device bytes the FA3 adapters allocate beside a deployment-shape case's tensors, so that a cell which
+        cannot hold them is a skip saying so, not our out-of-memory error: the paged copy of the KV pool
+        (:func:`~..families.attention.paging.paged_layout`), the int32 ``req_to_token`` rows, and the int32 page
+        table (full: a row per query row over prefix and tree; cascade: a row per query row over the tree)."""
+        from ..families.attention.paging import paged_layout_nbytes
+
+        if case.kernel not in (VERIFY_ATTENTION, CASCADE_KERNEL):
+            return 0
+        bs, q, width = case.batch, case.q, case.context + case.q
+        pool, _, _ = case.dims("k_buffer")
+        pool_bytes = next(b for name, _, b in case.tensors() if name == "k_buffer")
+        table = bs * q * (width if case.kernel == VERIFY_ATTENTION else q)
+        return paged_layout_nbytes(pool_bytes, pool, bs * case.context, bs * q, bs) + 4 * (bs * width + table)
+
     def _fa3_inputs(self, k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n,
                     page_size):
         """The case as SGLang's fa3 target verify sees it (page size 1): the pool with the tree rows written after

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .configs import Phase, ServerConfig
-from .expect import PhaseExpectation, RequestExpectation
+from .expect import PhaseExpectation, RequestExpectation, RequestPlan
 from .judge import Judgement, judge_cell
 
 
@@ -104,6 +104,25 @@ def post_generate(base_url: str, body: dict, timeout: float) -> tuple[dict | Non
         return r.json(), ""
     except ValueError:
         return None, f"response is not JSON: {r.text[:300]}"
+
+
+WARM_UP_TOKENS = 4
+"""Tokens of the warm-up request a sampled server answers before its first phase (:func:`warm_up`)."""
+
+
+def warm_up(server, config: ServerConfig, timeout: float) -> tuple[float, str] | None:
+    """For a server whose requests are sampled: one short request at ``config``'s sampling before its first phase,
+    ``(seconds, error)`` (``""`` when answered); ``None`` for a greedy server. SGLang's own warm-up request is greedy,
+    so a kernel that only the sampled path calls is built at its first use (a JIT build: 100-125 s on the H200 with a
+    cold cache, DFLASH at top-p 0.5 on fa3, docs/e2e.md) inside the first phase, where a request past its deadline
+    reads as a lost request. What the warm-up request meets is not judged: a server that it broke fails the first
+    phase."""
+    if config.sampling is None or not config.phases or not config.phases[0].requests:
+        return None
+    body = RequestPlan(config.phases[0].requests[0].prompt, WARM_UP_TOKENS, config.sampling).body()
+    t0 = time.perf_counter()
+    _, error = post_generate(server.base_url, body, timeout)
+    return time.perf_counter() - t0, error
 
 
 def _send(server, bodies: list[dict], concurrency: int, timeout: float, poll_s: float):

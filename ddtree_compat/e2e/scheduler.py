@@ -35,7 +35,7 @@ from .configs import ServerConfig
 from .launch import LaunchPlan
 from .ports import PortInUse, free_port
 from .process import ServerFault, ServerProcess, ServerStartError, stop_many
-from .runner import Observation, run_phase
+from .runner import Observation, run_phase, warm_up
 from .timeline import Timeline
 
 READY_S = float(os.environ.get("DDTREE_E2E_READY_S", "360"))
@@ -286,16 +286,25 @@ class Scheduler:
         twice: the suite's own error, never a verdict on the server)."""
         try:
             server.wait_ready(READY_S)
-            return server
+            return self._warm(config, server)
         except PortInUse as e:
             self.timeline.mark("port taken", config.id, port=server.port)
             server = relaunch()
             first = e
         try:
             server.wait_ready(READY_S)
-            return server
+            return self._warm(config, server)
         except PortInUse as again:
             raise ServerStartError(f"{first}; again on another port: {again}", PORT_IN_USE, "") from again
+
+    def _warm(self, config: ServerConfig, server: ServerProcess) -> ServerProcess:
+        """``server`` after the warm-up request of a sampled server (:func:`.runner.warm_up`), its seconds in the
+        timeline."""
+        warmed = warm_up(server, config, READY_S)
+        if warmed is not None:
+            seconds, error = warmed
+            self.timeline.mark("warm-up", config.id, wall_s=round(seconds, 2), **({"error": error} if error else {}))
+        return server
 
     def _relaunch(self, config: ServerConfig) -> ServerProcess:
         """In the launcher thread (or pytest's, unplanned): ``config``'s server started again on new ports (it

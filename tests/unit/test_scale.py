@@ -241,3 +241,49 @@ def test_the_arena_reuses_its_allocation_and_names_a_write_past_a_tensor():
     a.take([("z", (2, 2), torch.float32)])
     assert a.buffer.data_ptr() == first and a.damaged() == []  # smaller: the same allocation, fresh bands
     assert t["x"].shape == (4, 8) and t["y"].dtype == torch.int64
+
+
+def test_paged_layout_nbytes_is_what_the_paged_layout_of_a_scale_cell_allocates():
+    """The FlashInfer and FA3 adapters copy a cell's KV pool into their paged layout: the memory check counts it."""
+    from ddtree_compat.backends.oracle_column import OracleBackend
+    from ddtree_compat.families.attention import paging
+
+    laid = []
+
+    class Paging(OracleBackend):
+        def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                             mask_indptr, max_len_extend, sm_scale, page_size, tiles="native"):
+            laid.append(paging.paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
+                                            mask_indptr, page_size))
+            return super().verify_attention(q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
+                                            custom_mask, mask_indptr, max_len_extend, sm_scale, page_size)
+
+    case = SMALL["verify_attention"].check()
+    assert C.verify_attention.judged(case, Paging(), CPU).outcome == "pass"
+    [layout] = laid
+    allocated = sum(t.nbytes for t in (layout.k_cache, layout.v_cache, layout.kv_indptr, layout.kv_indices,
+                                       layout.last_page_len))
+    pool, _, _ = case.dims("k_buffer")
+    pool_bytes = next(b for name, _, b in case.tensors() if name == "k_buffer")
+    bs = case.batch
+    assert paging.paged_layout_nbytes(pool_bytes, pool, bs * case.context, bs * case.q, bs) == allocated
+    from ddtree_compat.backends.flashinfer import FlashInferBackend
+
+    assert C.adapter_nbytes(case, FlashInferBackend()) == allocated  # FlashInfer's adapter allocates no more
+
+
+@pytest.mark.parametrize("kernel", ["verify_attention", "verify_attention_cascade"])
+def test_a_cell_whose_adapter_copies_cannot_fit_is_a_skip_that_says_their_size(monkeypatch, kernel):
+    from ddtree_compat.backends.ddtree_impl import DDTreeImplBackend
+
+    case = SMALL[kernel].check()
+    adapter = C.adapter_nbytes(case, DDTreeImplBackend.__new__(DDTreeImplBackend))  # its rule reads the case only
+    assert adapter > 2 * next(b for name, _, b in case.tensors() if name == "k_buffer")  # the pool's copy and more
+    monkeypatch.setattr(C, "room", lambda device: case.nbytes() + adapter - 1)
+    verdict = getattr(C, kernel)(case, DDTreeImplBackend.__new__(DDTreeImplBackend), "cuda:0")
+    assert verdict.outcome == "skip" and verdict.message.startswith("does not fit this GPU: needs ")
+    assert f"the adapter's own copies {C.gib(adapter)}" in verdict.message
+    from ddtree_compat.backends.oracle_column import OracleBackend
+
+    fa3 = DDTreeImplBackend.__new__(DDTreeImplBackend)  # its memory rule reads the case only
+    assert C.adapter_nbytes(case, OracleBackend()) == 0 and C.adapter_nbytes(SMALL["ddtree_sample"].check(), fa3) == 0

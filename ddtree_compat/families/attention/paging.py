@@ -111,6 +111,16 @@ def paged_layout(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, cus
                        kv_lens=lens, mask=custom_mask[:size].bool())
 
 
+def paged_layout_nbytes(pool_bytes: int, pool_slots: int, prefix_tokens: int, rows: int, bs: int) -> int:
+    """Device bytes :func:`paged_layout` allocates at page size 1 (SGLang's) for a pool of ``pool_slots`` token slots
+    holding ``pool_bytes`` of K (and as many of V), ``bs`` requests with ``prefix_tokens`` prefix tokens and ``rows``
+    tree rows in all: the copies of K and V with the rows' pages appended, and the int32 page indices, indptr and last
+    page lengths (the mask is the case's own). What an adapter built on it needs beside a case's own tensors (the
+    deployment-shape cells' memory check: the FlashInfer and FA3 adapters' ``scale_adapter_nbytes``)."""
+    pages = pool_slots + rows + bs
+    return 2 * pool_bytes * pages // pool_slots + 4 * (prefix_tokens + rows + 2 * bs + 1)
+
+
 def gather_keys(layout: PagedLayout, request: int, page_size: int):
     """Request ``request``'s keys and values ``[P + n, Hk, Dh]`` (the pool's dtype) read back through the page
     table, the way FlashInfer addresses token ``t``: page ``kv_indices[kv_indptr[b] + t // page_size]``, row

@@ -42,13 +42,15 @@ def scale_check(fn):
     @functools.wraps(fn)
     def run(case: ScaleCase, backend, target) -> Verdict:
         device = target if isinstance(target, str) else target.device
-        need = case.nbytes()
         if not str(device).startswith("cuda"):
             return Verdict("skip", DEVICE_ONLY)
+        adapter = adapter_nbytes(case, backend)
+        need = case.nbytes() + adapter
         have = room(device)
         if need > have:
             sizes = ", ".join(f"{n} {list(d)} {gib(b)}" for n, d, b in case.tensors())
-            return Verdict("skip", f"does not fit this GPU: needs {gib(need)} ({sizes}); {gib(have)} free")
+            own = f"; the adapter's own copies {gib(adapter)}" if adapter else ""
+            return Verdict("skip", f"does not fit this GPU: needs {gib(need)} ({sizes}{own}); {gib(have)} free")
         torch.cuda.reset_peak_memory_stats(device)
         verdict = checked(case, backend, target)
         try:
@@ -61,6 +63,14 @@ def scale_check(fn):
     run.check = fn
     run.judged = checked  # the check without the device and memory gate (the CPU tests run it on small shapes)
     return run
+
+
+def adapter_nbytes(case: ScaleCase, backend) -> int:
+    """Device bytes ``backend``'s adapter allocates beside ``case``'s tensors to call its kernel: what its
+    ``scale_adapter_nbytes(case)`` says (an adapter that lays the case out anew, as FlashInfer's and FA3's copy the KV
+    pool into their paged layout), else 0."""
+    own = getattr(backend, "scale_adapter_nbytes", None)
+    return int(own(case)) if callable(own) else 0
 
 
 def _tokens(bs: int, depth: int, vocab: int, device: str) -> torch.Tensor:
