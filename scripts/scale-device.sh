@@ -12,6 +12,8 @@
 set -uo pipefail
 OUT=${1:?usage: bash scripts/scale-device.sh OUT}
 W=/tmp/scale
+# a second run on a warm machine: the earlier run's folder is kept beside, never resumed or replaced
+[ -e "$W" ] && mv "$W" "$W.$(date +%s)"
 mkdir -p "$OUT" "$W"
 # shellcheck source=scripts/samp-carry-env.sh
 . scripts/samp-carry-env.sh "$W/install.log"
