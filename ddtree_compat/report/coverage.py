@@ -150,8 +150,8 @@ def is_ddtree_server(r: ResultRecord) -> bool:
 
 def report_title(s: Summary) -> str:
     """What was tested, in the title: ``DDTree compatibility matrix: DDTree kernels, verify kernels, ... on sm90;
-    static builds for 9 archs``, or, with no DDTree kernel and no DDTree server run, ``SGLang kernel matrix (DDTree
-    kernels not tested): ...``."""
+    static builds for 9 archs``, or, with no DDTree kernel, no cell of a DDTree implementation and no DDTree server run,
+    ``SGLang kernel matrix (DDTree kernels not tested): ...``."""
     FAMILIES = records.FAMILIES
     ran = {family_of(r) for r in s.records if r.outcome != "skip"}
     if not ran:
@@ -164,7 +164,9 @@ def report_title(s: Summary) -> str:
         parts_.append(f"static builds for {n} arch{'s' if n > 1 else ''}")
     if E2E in ran:
         parts_.append("end to end")
-    ddtree = "ddtree" in ran or any(r.tier == E2E and r.outcome != "skip" and is_ddtree_server(r) for r in s.records)
+    impls = _implementations_of(s.results)  # a DDTree tree's own kernels, at any shape (its scale cells too)
+    ddtree = "ddtree" in ran or any(
+        r.outcome != "skip" and (r.backend in impls or (r.tier == E2E and is_ddtree_server(r))) for r in s.records)
     head = "DDTree compatibility matrix" if ddtree else "SGLang kernel matrix (DDTree kernels not tested)"
     return f"{head}: {'; '.join(parts_)}"
 

@@ -266,6 +266,20 @@ def test_a_run_with_a_ddtree_implementation_is_titled_by_it_and_lists_an_unteste
     assert "impl-a (DDTree" not in md and "- DDTree kernels: not tested" not in md
 
 
+def test_a_deployment_shape_run_of_a_ddtree_implementations_kernels_is_titled_by_ddtree(tmp_path):
+    """Scale cells alone (the FA3 cascade through a tree's own FA suffix kernel): DDTree kernels ran, whatever the
+    family; SGLang's own kernels at the same shapes do not make it DDTree's."""
+    impls = {"impl-a": {"name": "impl-a", "repo": "r/a", "commit": "abcdef0123"}}
+    scale = dict(kernel="verify_attention_cascade@scale", tier="device", arch="sm90", case_id="cascade-b8-ctx32768-bs1",
+                 budget=8, topology="chain", plant="all-accepted", batch=1, block_size=None, mode="scale")
+    path = _run_file(tmp_path / "r.jsonl", [{**scale, "backend": "impl-a"}], implementations=impls)
+    assert render_markdown(load([path])).startswith("# DDTree compatibility matrix: deployment shapes on sm90\n")
+    sglang = _run_file(tmp_path / "s.jsonl", [{**scale, "kernel": "verify_attention@scale", "backend": "sglang-triton"}],
+                       implementations=impls)
+    assert render_markdown(load([sglang])).startswith("# SGLang kernel matrix (DDTree kernels not tested): deployment "
+                                                      "shapes on sm90\n")
+
+
 def test_a_static_kernel_that_built_nothing_is_named_among_the_untested(tmp_path):
     """A static tier that built some kernels lists each backend's kernel that built none (sgl-kernel's prebuilt
     libraries without sglang-kernel installed); a kernel with one build is not listed."""
