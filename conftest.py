@@ -26,3 +26,4 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if config.args_source == pytest.Config.ArgsSource.TESTPATHS and selected(config.getoption("markexpr", "")):
         config.args = [*config.args, KERNEL_TESTS]
+        config.args_source = pytest.Config.ArgsSource.ARGS  # pytest's header then names no testpaths it outgrew

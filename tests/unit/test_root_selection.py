@@ -36,6 +36,9 @@ def test_the_kernel_tests_join_testpaths_only_when_a_suite_marker_is_selected(ma
     conftest.pytest_configure(config)
     assert (config.args[-1] == conftest.KERNEL_TESTS) == added
     assert config.args[:3] == ["tests/matrix", "tests/e2e", "tests/unit"]
+    # pytest's header says "testpaths: ..." only for args that are the testpaths alone
+    assert (config.args_source == pytest.Config.ArgsSource.TESTPATHS) == (source == pytest.Config.ArgsSource.TESTPATHS
+                                                                          and not added)
 
 
 @pytest.mark.long
