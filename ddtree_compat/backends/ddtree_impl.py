@@ -181,17 +181,16 @@ class DDTreeImplBackend(Backend):
     def scale_adapter_nbytes(self, case) -> int:
         """Device bytes the FA3 adapters allocate beside a deployment-shape case's tensors, so that a cell which
         cannot hold them is a skip saying so, not our out-of-memory error: the paged copy of the KV pool
-        (:func:`~..families.attention.paging.paged_layout`), the int32 ``req_to_token`` rows, and the int32 page
-        table (full: a row per query row over prefix and tree; cascade: a row per query row over the tree)."""
-        from ..families.attention.paging import paged_layout_nbytes
+        (:func:`~..families.scale.checks.paged_copy_nbytes`), the int32 ``req_to_token [bs, context + q]`` and the
+        int32 page table (full: ``[bs q, context + q]``, a row per query row over prefix and tree; cascade:
+        ``[bs q, q]``, over the tree); 0 for another kernel."""
+        from ..families.scale.checks import paged_copy_nbytes
 
         if case.kernel not in (VERIFY_ATTENTION, CASCADE_KERNEL):
             return 0
         bs, q, width = case.batch, case.q, case.context + case.q
-        pool, _, _ = case.dims("k_buffer")
-        pool_bytes = next(b for name, _, b in case.tensors() if name == "k_buffer")
         table = bs * q * (width if case.kernel == VERIFY_ATTENTION else q)
-        return paged_layout_nbytes(pool_bytes, pool, bs * case.context, bs * q, bs) + 4 * (bs * width + table)
+        return paged_copy_nbytes(case) + 4 * (bs * width + table)
 
     def _fa3_inputs(self, k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n,
                     page_size):

@@ -23,7 +23,7 @@ same pool.
 from __future__ import annotations
 
 from ..contract import AdapterError, Backend, KernelImpl, locate
-from ..families.attention.paging import PagedLayout, paged_layout, paged_layout_nbytes
+from ..families.attention.paging import PagedLayout, paged_layout
 from ..families.attention.places import FLASHINFER_PREFILL as PLACES
 from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
 from ..static.kernels import FLASHINFER_VERIFY_ATTENTION
@@ -122,13 +122,11 @@ class FlashInferBackend(Backend):
 
     def scale_adapter_nbytes(self, case) -> int:
         """Device bytes this adapter allocates beside a deployment-shape case's tensors: the paged copy of its KV
-        pool (so that a cell which cannot hold it is a skip saying so, not our out-of-memory error)."""
-        if case.kernel != VERIFY_ATTENTION:
-            return 0
-        pool, _, _ = case.dims("k_buffer")
-        pool_bytes = next(b for name, _, b in case.tensors() if name == "k_buffer")
-        bs = case.batch
-        return paged_layout_nbytes(pool_bytes, pool, bs * case.context, bs * case.q, bs)
+        pool (:func:`~..families.scale.checks.paged_copy_nbytes`), so that a cell which cannot hold it is a skip
+        saying so, not our out-of-memory error; 0 for another kernel."""
+        from ..families.scale.checks import paged_copy_nbytes
+
+        return paged_copy_nbytes(case) if case.kernel == VERIFY_ATTENTION else 0
 
     def verify_attention(self, q, k, v, o, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask,
                          mask_indptr, max_len_extend, sm_scale, page_size, tiles="native") -> dict:

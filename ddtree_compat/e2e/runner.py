@@ -111,12 +111,15 @@ WARM_UP_TOKENS = 4
 
 
 def warm_up(server, config: ServerConfig, timeout: float) -> tuple[float, str] | None:
-    """For a server whose requests are sampled: one short request at ``config``'s sampling before its first phase,
-    ``(seconds, error)`` (``""`` when answered); ``None`` for a greedy server. SGLang's own warm-up request is greedy,
-    so a kernel that only the sampled path calls is built at its first use (a JIT build: 100-125 s on the H200 with a
-    cold cache, DFLASH at top-p 0.5 on fa3, docs/e2e.md) inside the first phase, where a request past its deadline
-    reads as a lost request. What the warm-up request meets is not judged: a server that it broke fails the first
-    phase."""
+    """For a server whose requests are sampled: one request of :data:`WARM_UP_TOKENS` tokens at ``config``'s sampling
+    (the first phase's first prompt) before its first phase; ``(seconds taken, error)``, the error ``""`` when answered
+    (:func:`post_generate`'s), ``None`` for a greedy server. ``timeout``: seconds.
+
+    SGLang's own warm-up request is greedy (``temperature 0``, 8 tokens: ``_execute_server_warmup`` in
+    ``sglang/srt/entrypoints/http_server.py``), so a kernel only the sampled path calls is built at its first use (a
+    JIT build: 100-125 s on the H200 with a cold cache, DFLASH's ``top_p_renorm_probs`` at top-p 0.5 on fa3,
+    docs/e2e.md) inside the first phase, where a request past its deadline reads as a lost request. What the warm-up
+    request meets is not judged: a server it broke fails the first phase."""
     if config.sampling is None or not config.phases or not config.phases[0].requests:
         return None
     body = RequestPlan(config.phases[0].requests[0].prompt, WARM_UP_TOKENS, config.sampling).body()

@@ -92,3 +92,7 @@ def test_a_place_whose_module_lacks_a_dependency_says_where_installing_is_explai
     assert str(e.value) == ("cannot import needs_absent_dep: ModuleNotFoundError: No module named "
                             "'no_such_dependency_xyz' (docs/installing.md: which package, what it enables, where it "
                             "installs)")
+    with pytest.raises(MissingDependency) as again:  # an absent module first: looked past, the other one is the reason
+        locate((Place("no_such_module_xyz", "kernel", "wrapper", "0.5.24"),
+                Place("needs_absent_dep", "kernel", "wrapper", "0.5.23")))
+    assert str(again.value) == str(e.value)

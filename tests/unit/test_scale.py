@@ -263,10 +263,7 @@ def test_paged_layout_nbytes_is_what_the_paged_layout_of_a_scale_cell_allocates(
     [layout] = laid
     allocated = sum(t.nbytes for t in (layout.k_cache, layout.v_cache, layout.kv_indptr, layout.kv_indices,
                                        layout.last_page_len))
-    pool, _, _ = case.dims("k_buffer")
-    pool_bytes = next(b for name, _, b in case.tensors() if name == "k_buffer")
-    bs = case.batch
-    assert paging.paged_layout_nbytes(pool_bytes, pool, bs * case.context, bs * case.q, bs) == allocated
+    assert C.paged_copy_nbytes(case) == allocated
     from ddtree_compat.backends.flashinfer import FlashInferBackend
 
     assert C.adapter_nbytes(case, FlashInferBackend()) == allocated  # FlashInfer's adapter allocates no more

@@ -116,7 +116,7 @@ def paged_layout_nbytes(pool_bytes: int, pool_slots: int, prefix_tokens: int, ro
     holding ``pool_bytes`` of K (and as many of V), ``bs`` requests with ``prefix_tokens`` prefix tokens and ``rows``
     tree rows in all: the copies of K and V with the rows' pages appended, and the int32 page indices, indptr and last
     page lengths (the mask is the case's own). What an adapter built on it needs beside a case's own tensors (the
-    deployment-shape cells' memory check: the FlashInfer and FA3 adapters' ``scale_adapter_nbytes``)."""
+    deployment-shape cells' memory check: ``families.scale.checks.paged_copy_nbytes``)."""
     pages = pool_slots + rows + bs
     return 2 * pool_bytes * pages // pool_slots + 4 * (prefix_tokens + rows + 2 * bs + 1)
 

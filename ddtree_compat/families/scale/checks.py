@@ -433,6 +433,17 @@ def verify_attention_cascade(case: ScaleCase, backend, device: str):
     return _attention(case, backend.verify_attention_cascade, device)
 
 
+def paged_copy_nbytes(case: ScaleCase) -> int:
+    """Device bytes :func:`~..attention.paging.paged_layout` allocates for an attention cell as :func:`_attention` lays
+    it out (``batch`` requests of a ``context``-slot prefix and ``q`` tree rows each, in a pool of ``k_buffer``'s
+    slots): what an adapter that pages the case (FlashInfer's, FA3's) needs beside the cell's own tensors."""
+    from ..attention.paging import paged_layout_nbytes
+
+    pool, _, _ = case.dims("k_buffer")
+    pool_bytes = next(b for name, _, b in case.tensors() if name == "k_buffer")
+    return paged_layout_nbytes(pool_bytes, pool, case.batch * case.context, case.batch * case.q, case.batch)
+
+
 def _attention(case: ScaleCase, kernel, device: str):
     from .boundaries import ATTN_HEADS
 
