@@ -173,3 +173,18 @@ def test_replace_puts_the_earlier_run_back_when_nothing_ran(tmp_path):
     assert (tmp_path / "gate.jsonl").read_text() == "earlier" and (tmp_path / "gate-cases" / "c.json").exists()
     discard(set_aside(tmp_path, "gate"))
     assert not list(tmp_path.iterdir()) and set_aside(tmp_path, "gate") is None
+
+
+def test_the_sweeps_pytest_config_filters_the_warnings_the_checkouts_does():
+    """``tests/kernels/sweep.ini`` (the sweep's, shipped) and the checkout's ``pytest.ini`` hide the same warnings (the
+    checkout's own benchmarks' line aside): a warning the test command explains away must not show in the main job."""
+    import configparser
+
+    def filters(path):
+        ini = configparser.ConfigParser(interpolation=None, comment_prefixes=("#",), inline_comment_prefixes=None)
+        ini.read(path)
+        return {line.strip() for line in ini["pytest"]["filterwarnings"].splitlines() if line.strip()}
+
+    root = Path(__file__).resolve().parents[2]
+    checkout = filters(root / "pytest.ini") - {"ignore:Benchmarks are automatically disabled"}
+    assert filters(root / "tests" / "kernels" / "sweep.ini") == checkout
