@@ -507,6 +507,42 @@ def read_lines(path: str | os.PathLike) -> tuple[list[tuple[int, dict]], list[To
     return out, torn
 
 
+@dataclass
+class FailureLog:
+    """The result lines of a results file that did not pass or skip, as the run's processes append them.
+
+    :meth:`read` reads only what was appended since its last call, so a process that asks before each of
+    thousands of cells parses each line once (reading the whole file each time cost about 1 s a cell once it
+    held 44,000 lines). A line still being written waits for the next call; a line that is not JSON (torn bytes
+    of a killed worker) is passed over; a file that shrank (cut, or started over) is read again from its start.
+    """
+
+    path: str
+    offset: int = 0
+    failed: list[dict] = field(default_factory=list)
+
+    def read(self) -> list[dict]:
+        """Every result line so far whose outcome is neither ``pass`` nor ``skip``, in file order."""
+        try:
+            with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size < self.offset:
+                    self.offset, self.failed = 0, []
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return self.failed
+        whole = chunk[:chunk.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        for raw in whole.splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict) and line.get("kind") == "result" and line.get("outcome") not in ("pass", "skip"):
+                self.failed.append(line)
+        return self.failed
+
+
 def check_appendable(path: str | os.PathLike, option: str = "--ddtree-results") -> None:
     """Check that ``path`` may be appended to as a results file: absent, empty, or JSONL this suite wrote
     (a torn last line, from a writer killed mid-write, is tolerated: the writer cuts it first,

@@ -63,8 +63,10 @@ class KernelRecord:
         emulates: ``(case) -> arch | None``: the arch whose code path a case runs on any target (its
             cell gets that arch's markers too: ``pytest -m sm120`` selects it), or ``None``.
         table: the report table its cells join: ``matrix`` (budget x topology) or ``attention``.
-        needless: ``(results path, cell coordinates) -> reason | None``: why a cell need not run, read from the
-            run's results so far (a deployment-shape cell past its shape's first failing batch); a counted skip.
+        needless: ``(failing result lines so far, cell coordinates) -> reason | None``: why a cell need not run,
+            read from the run's results so far (a deployment-shape cell past its shape's first failing batch); a
+            counted skip. The lines are the results file's that neither passed nor skipped
+            (:class:`~ddtree_compat.results.FailureLog`), read incrementally by the plugin.
     """
 
     name: str
@@ -78,7 +80,7 @@ class KernelRecord:
     for_backend: Callable[[Any, tuple], tuple] | None = None
     emulates: Callable[[Any], "str | None"] | None = None
     table: str = "matrix"
-    needless: Callable[[str | None, dict], "str | None"] | None = None
+    needless: Callable[[list, dict], "str | None"] | None = None
 
     def label_of(self, case) -> str:
         """The results' kernel label of ``case``."""

@@ -169,7 +169,7 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
 
     record = records.get(kernel)
     if not reason and record is not None and record.needless is not None:
-        reason = record.needless(sess.results, cell.coords)
+        reason = record.needless(sess.failures.read() if sess.failures else [], cell.coords)
     if not reason and sess.poisoned_by and target.tier == "device":
         reason = f"CUDA context poisoned by {sess.poisoned_by}; run under xdist (-n 1) to isolate faults"
     if reason:

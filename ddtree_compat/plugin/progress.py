@@ -8,7 +8,7 @@
   the controller while every worker's reports, and then the workers, waited on it: ``docs/benchmarks-history.md``);
   it writes them itself only when no worker sent them by the session's end;
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
-  the static tier's compiles done and left, and the test running longest (which kernel x arch compiles,
+  the static tier's cells judged and left, and the test running longest (which kernel x arch compiles,
   in a static cell's id: ``static-sm120-sglang-triton-verify_tree_greedy-bs3-w16-c16``).
 
 Under xdist the controller hears every worker's test starts and reports, so the lines cover all workers.
@@ -227,9 +227,11 @@ class Progress:
             self._write(self.line(now))
 
     def line(self, now: float | None = None) -> str:
-        """``progress: 14210 of 14924 tests done (95 %), 7:52 elapsed; static: 42 of 210 compiled, 168 left, about
-        2:10 to go at this rate; running longest: <test id> (0:41)``; before the first static compile starts (they
-        wait behind the cells ahead of them), ``static: 210 compiles queued behind the other cells, none started``."""
+        """``progress: 14210 of 14924 tests done (95 %), 7:52 elapsed; static: 42 of 210 cells judged, 168 left, about
+        2:10 to go at this rate; running longest: <test id> (0:41)``; before the first static cell starts (they
+        wait behind the cells ahead of them), ``static: 210 cells queued behind the other cells, none started``. A
+        static cell is judged from a build of its own, one another cell of its group made, or the build cache: the
+        line counts cells, not compiles."""
         now = time.monotonic() if now is None else now
         total = max(len(self.collected), len(self.finished))
         done = len(self.finished)
@@ -238,9 +240,9 @@ class Progress:
         if static:
             left = len([n for n in static if n not in self.finished])
             if left == len(static) and not any(n in self.running for n in static):
-                out += f"; static: {left} compiles queued behind the other cells, none started"
+                out += f"; static: {left} cells queued behind the other cells, none started"
             elif left:
-                out += f"; static: {len(static) - left} of {len(static)} compiled, {left} left"
+                out += f"; static: {len(static) - left} of {len(static)} cells judged, {left} left"
                 out += self._static_time_left(now, len(static) - left, left)
         if self.running:
             nodeid, since = min(self.running.items(), key=lambda kv: kv[1])

@@ -102,6 +102,14 @@ class Suite:
         return ResultsWriter(self.results, environment(self.tier, self.profile, self.known.as_env(), impls,
                                                        self.not_tested), fsync=self.fsync)
 
+    @cached_property
+    def failures(self):
+        """The run's failing result lines so far (:class:`~ddtree_compat.results.FailureLog`; ``None`` without a
+        results file): what a record's ``needless`` reads."""
+        from ..results import FailureLog
+
+        return FailureLog(self.results) if self.results else None
+
     def cases(self) -> tuple:
         """The verify cases: the ``--ddtree-case`` files, else the profile's grid."""
         from ..families.verify.records import VerifyCase, grid

@@ -6,9 +6,10 @@ custom mask): FlashInfer JIT-builds one prefill module per (dtype, head dim) fro
 mask's is ``batch_prefill_paged_kernel_mask_2.cu``. We ask FlashInfer for that module's JIT spec and its
 ``build.ninja`` (``flashinfer.jit.cpp_ext.generate_ninja_build_for_op``) with FlashInfer's own compilation
 context set to the arch (``FLASHINFER_CUDA_ARCH_LIST``: ``9.0a``, ``12.0f`` with nvcc >= 12.9, ``12.1a``, plain
-below sm90, FlashInfer's choice), keep its variables and rules, and build only that translation unit's object
-into our cache (``<cache>/flashinfer/<module>/<arch>-<key>/``), with nvcc as FlashInfer resolves it
-(``CUDA_HOME`` / ``CUDA_PATH`` / ``nvcc`` on PATH). The link (libcudart) is not arch-specific and is skipped.
+below sm90, FlashInfer's choice), keep its variables and rules, and build only that translation unit's device
+code, as a fatbinary (:func:`~ddtree_compat.static.nvcc.device_only`: ``-fatbin`` for ``-c``, every flag kept), into
+our cache (``<cache>/flashinfer/<module>/<arch>-<key>/``), with nvcc as FlashInfer resolves it (``CUDA_HOME`` /
+``CUDA_PATH`` / ``nvcc`` on PATH). The host pass and the link (libcudart) are not arch-specific and are skipped.
 
 FlashInfer sizes the kernel's dynamic shared memory from the device it launches on (the tile count it picks
 per arch at run time), so the static check covers the binary's static resources and its SASS; the device
@@ -28,7 +29,7 @@ from unittest import mock
 
 from ..arch import parse_arch
 from .build import Build, BuildError, Unavailable
-from .nvcc import publish_build, toolchain_reason
+from .nvcc import device_only, publish_build, toolchain_reason
 
 MASK_SOURCE = "batch_prefill_paged_kernel_mask_2.cu"  # FlashInfer's paged prefill with a custom mask (MaskMode 2)
 FUNCTION = "BatchPrefillWithPagedKVCacheKernel"
@@ -98,14 +99,14 @@ def build_prefill(dtype: str, head_dim: int, arch: str, cache_dir: str) -> Build
     if reason:
         return Unavailable(f"{reason}; {NVCC_HINT}")
     head = text[:text.index("\nbuild ")]  # variables and rules; our own build line follows
-    obj = "paged_custom_mask.cuda.o"
-    ninja = f"{head}\nbuild {obj}: cuda_compile {source}\n"
+    obj = "paged_custom_mask.fatbin"
+    ninja = device_only(f"{head}\nbuild {obj}: cuda_compile {source}\n", "cuda_compile")
     nvcc_version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
     key = hashlib.sha256("\0".join([ninja, source.read_text(), nvcc_version, _flashinfer_version()]).encode()
                          ).hexdigest()[:16]
     out = Path(cache_dir) / "flashinfer" / module / f"{arch}-{key}"
     config = " ".join(dict.fromkeys(re.findall(r"-gencode=\S+", text)))
-    command = f"{nvcc} $cuda_cflags -c {source} -o {obj}  (FlashInfer's build.ninja for {module})"
+    command = f"{nvcc} $cuda_cflags -fatbin {source} -o {obj}  (FlashInfer's build.ninja for {module})"
     start = time.perf_counter()
     failed = publish_build(out, {"build.ninja": ninja}, [obj], command)
     if failed is not None:

@@ -9,9 +9,13 @@ picks (``90a``, ``100a``, ``120f`` with nvcc >= 12.9, ``121a``, plain below sm90
 
 We do not re-create any of that: under SGLang's own ``override_jit_cuda_arch(major, minor)`` we call
 the module's loader and stop it at ``ninja.generate``, keeping the generated text and sources, then
-run ninja on them for the object files only (the link needs libcudart and is not arch-specific).
-Objects are cached under ``<cache>/nvcc/<module>/<arch>-<key>/``; the key hashes the build file, the
-generated sources, the nvcc version and the sglang and tvm-ffi versions.
+run ninja on them for the device code only (:func:`device_only`: the compile rule's ``-c`` becomes
+``-fatbin``, every flag kept). The host pass (g++ over tvm-ffi's C++20 headers, about three quarters of
+the object's build time) and the link (libcudart) are not arch-specific and are skipped; the fatbin holds
+the cubin the object embeds (the same SASS and resource usage, and the same arch name, ``sm_120f``:
+checked with nvcc 13.0 for SGLang's tree module on four archs and FlashInfer's custom-mask prefill on sm120,
+docs/tiers.md). Fatbins are cached under ``<cache>/nvcc/<module>/<arch>-<key>/``; the key hashes the
+build file, the generated sources, the nvcc version and the sglang and tvm-ffi versions.
 """
 
 from __future__ import annotations
@@ -79,6 +83,26 @@ def _variable(build_text: str, name: str) -> str:
 def cuda_objects(build_text: str) -> list[str]:
     """Targets of the ``compile_cuda`` rule in a SGLang ``build.ninja``."""
     return re.findall(r"^build (\S+): compile_cuda ", build_text, re.M)
+
+
+def device_only(build_text: str, rule: str) -> str:
+    """``build_text`` (a ``build.ninja`` of SGLang's or FlashInfer's JIT) with its ``rule`` compiling device code
+    alone: the rule's ``-c`` becomes ``-fatbin`` and every target of the rule is named ``<stem>.fatbin``; every
+    flag, include and define stays as the JIT wrote it. ``-fatbin`` writes the fatbinary that ``-c`` embeds in
+    the object (its cubins named by arch as there, ``sm_120f``; a bare ``-cubin``'s ELF header would say
+    ``sm=120``), without the host compile.
+
+    Raises:
+        RuntimeError: the rule, or its ``-c``, is not there (the JIT changed how it builds).
+    """
+    block = re.search(rf"^rule {re.escape(rule)}\n(?:  .*\n)*?  command = (.*)$", build_text, re.M)
+    if block is None or len(re.findall(r"(?<=\s)-c(?=\s)", block.group(1))) != 1:
+        raise RuntimeError(f"no rule {rule!r} with one '-c' in the JIT's build.ninja: the static tier's device-only "
+                           "build needs updating for this version")
+    command = re.sub(r"(?<=\s)-c(?=\s)", "-fatbin", block.group(1))
+    text = build_text[:block.start(1)] + command + build_text[block.end(1):]
+    return re.sub(rf"^build (\S+?)(?:\.o|\.fatbin)?: {re.escape(rule)} ",
+                  lambda m: f"build {m.group(1)}.fatbin: {rule} ", text, flags=re.M)
 
 
 def _pkg_version(name: str) -> str:
@@ -190,6 +214,7 @@ def build_module(loader, function: str, threads: int, arch: str, cache_dir: str,
             return Unavailable(why)
         if extra:
             text = re.sub(r"^(cudaflags = .*)$", lambda m: f"{m.group(1)} -I{extra}", text, count=1, flags=re.M)
+    text = device_only(text, "compile_cuda")  # (a RuntimeError here is ours to update: an error, never a fault)
     objects = cuda_objects(text)
     if len(objects) != 1:
         return BuildError("nvcc-compile-error", f"expected one CUDA object in SGLang's build.ninja, got {objects}")
@@ -200,7 +225,7 @@ def build_module(loader, function: str, threads: int, arch: str, cache_dir: str,
     out = Path(cache_dir) / "nvcc" / (module.group(1) if module else "module") / f"{arch}-{key}"
     flags = _variable(text, "cudaflags")
     config = " ".join(f for f in flags.split() if f.startswith(("-gencode", "-DSGL_CUDA_ARCH")))
-    command = f"{nvcc} {flags} -c {' '.join(sources) or '?'} -o {objects[0]}"
+    command = f"{nvcc} {flags} -fatbin {' '.join(sources) or '?'} -o {objects[0]}"
     start = time.perf_counter()
     failed = publish_build(out, {**sources, "build.ninja": text}, objects, command)
     if failed is not None:

@@ -45,14 +45,14 @@ def test_the_progress_line_counts_static_compiles_and_names_the_longest_running_
     p.finished.update(["k/test_verify.py::test_v[a]", static[0]])
     p.running = {static[1]: 100.0, static[2]: 130.0}
     p.started = 40.0
-    assert p.line(now=141.0) == ("progress: 2 of 4 tests done (50 %), 1:41 elapsed; static: 1 of 3 compiled, 2 left; "
+    assert p.line(now=141.0) == ("progress: 2 of 4 tests done (50 %), 1:41 elapsed; static: 1 of 3 cells judged, 2 left; "
                                  "running longest: test_static[static-sm90-sglang-triton-verify_tree_greedy-bs3-w16-c16] "
                                  "(0:41)")
     p.finished.discard(static[0])
     p.running = {}
-    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 3 compiles queued behind the other cells, none started"
+    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 3 cells queued behind the other cells, none started"
     p.running = {static[0]: 141.0}
-    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 0 of 3 compiled, 3 left"
+    assert p.line(now=141.0) == "progress: 1 of 4 tests done (25 %), 1:41 elapsed; static: 0 of 3 cells judged, 3 left"
 
 
 def test_the_static_compiles_left_get_a_time_at_the_rate_of_those_done_once_a_tenth_is_done(pytestconfig, monkeypatch):
@@ -70,19 +70,19 @@ def test_the_static_compiles_left_get_a_time_at_the_rate_of_those_done_once_a_te
     assert p.static_started == 120.0
     p.running = {}
     p.finished.update(["k/test_verify.py::test_v[a]", static[0]])
-    assert p.line(now=130.0).endswith("; static: 1 of 20 compiled, 19 left")  # under a tenth: no rate yet
+    assert p.line(now=130.0).endswith("; static: 1 of 20 cells judged, 19 left")  # under a tenth: no rate yet
     p.finished.update(static[1:5])
-    assert p.line(now=140.0).endswith("; static: 5 of 20 compiled, 15 left")  # 20 s in: too early for a rate
-    assert p.line(now=170.0).endswith("; static: 5 of 20 compiled, 15 left, about 2:30 to go at this rate")
+    assert p.line(now=140.0).endswith("; static: 5 of 20 cells judged, 15 left")  # 20 s in: too early for a rate
+    assert p.line(now=170.0).endswith("; static: 5 of 20 cells judged, 15 left, about 2:30 to go at this rate")
     p.finished.update(static[5:19])
-    assert p.line(now=170.0).endswith("; static: 19 of 20 compiled, 1 left, about 0:02 to go at this rate")
-    assert p.line(now=129.0).endswith("; static: 19 of 20 compiled, 1 left")  # 9 s in: no rate yet
+    assert p.line(now=170.0).endswith("; static: 19 of 20 cells judged, 1 left, about 0:02 to go at this rate")
+    assert p.line(now=129.0).endswith("; static: 19 of 20 cells judged, 1 left")  # 9 s in: no rate yet
     p.finished.update(static)
     assert "static" not in p.line(now=200.0)
     many = [f"k/test_static.py::test_static[static-sm90-sglang-triton-move_kv-t128-w4-n{n}]" for n in range(100)]
     p.collected.update(many)
     p.finished.update(many[:99])
-    assert p.line(now=160.0).endswith("; static: 114 of 115 compiled, 1 left")  # 0.35 s left: not "about 0:00"
+    assert p.line(now=160.0).endswith("; static: 114 of 115 cells judged, 1 left")  # 0.35 s left: not "about 0:00"
 
 
 def test_a_backend_line_groups_its_kernels_by_reason():

@@ -78,17 +78,61 @@ def test_a_report_where_every_deployment_shape_cell_skipped_says_so_and_draws_no
 
 def test_a_cell_past_its_shapes_first_failure_in_this_run_need_not_run(tmp_path):
     from ddtree_compat.families.scale.records import past_envelope
+    from ddtree_compat.results import FailureLog
 
     path = tmp_path / "r.jsonl"
     lines = [_cell(509, "fault"), _cell(300, "pass"), _cell(20, "error")]
     path.write_text("".join('{"kind": "result", ' + __import__("json").dumps(r.__dict__)[1:] + "\n" for r in lines)
                     + '{"kind": "result", "kern')  # a torn last line is left alone
+    failed = FailureLog(str(path)).read()
+    assert [r["outcome"] for r in failed] == ["fault", "error"]
     coords = dict(kernel=KERNEL, backend="sglang-cuda", arch="sm90", shape="v248320-b16")
-    assert "batch 509" in past_envelope(str(path), {**coords, "batch": 1018})
-    assert past_envelope(str(path), {**coords, "batch": 509}) is None
-    assert past_envelope(str(path), {**coords, "batch": 400}) is None
-    assert past_envelope(str(path), {**coords, "backend": "sglang-triton", "batch": 1018}) is None
-    assert past_envelope(None, {**coords, "batch": 1018}) is None
+    assert "batch 509" in past_envelope(failed, {**coords, "batch": 1018})
+    assert past_envelope(failed, {**coords, "batch": 509}) is None
+    assert past_envelope(failed, {**coords, "batch": 400}) is None
+    assert past_envelope(failed, {**coords, "backend": "sglang-triton", "batch": 1018}) is None
+    assert past_envelope([], {**coords, "batch": 1018}) is None
+
+
+def test_the_failure_log_reads_each_line_once_as_the_file_grows(tmp_path):
+    """Only what was appended since the last read is parsed; a half-written line waits for its end; torn bytes are
+    passed over; a file cut shorter is read again from its start; an absent file is no failure."""
+    import json
+
+    from ddtree_compat.results import FailureLog
+
+    path = tmp_path / "r.jsonl"
+    log = FailureLog(str(path))
+    assert log.read() == []
+    line = lambda batch, outcome: json.dumps({"kind": "result", "batch": batch, "outcome": outcome}) + "\n"
+    path.write_text(line(1, "pass") + line(2, "wrong") + '{"kind": "res')
+    assert [r["batch"] for r in log.read()] == [2]
+    offset = log.offset
+    with open(path, "a") as f:
+        f.write('ult", "batch": 3, "outcome": "fault"}\n' + "torn\n" + line(4, "skip") + line(5, "error"))
+    assert [r["batch"] for r in log.read()] == [2, 3, 5] and log.offset > offset
+    assert [r["batch"] for r in log.read()] == [2, 3, 5]  # nothing new: nothing parsed twice
+    path.write_text(line(6, "fault"))  # started over
+    assert [r["batch"] for r in log.read()] == [6]
+
+
+def test_the_plugin_skips_a_cell_past_a_failure_another_process_appended(pytester):
+    """Through the plugin: a failing result line for the smaller batch of a shape, already in the run's results file
+    (another xdist worker's), makes the larger batch a counted skip saying why; the smaller batch itself runs its
+    own check (here: device only)."""
+    import json
+    from pathlib import Path
+
+    pytester.makepyfile(test_scale=(Path(__file__).parents[1] / "kernels" / "test_scale.py").read_text())
+    failed = {"kind": "result", "kernel": "chain_speculative_sampling@scale", "tier": "interpret",
+              "backend": "sglang-triton", "arch": "interpret", "shape": "v248320-b16", "batch": 508,
+              "outcome": "fault", "case_id": "earlier", "nodeid": "elsewhere"}
+    (pytester.path / "r.jsonl").write_text(json.dumps(failed) + "\n")
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0", "-rs",
+                                           "--ddtree-backend=sglang-triton", "--ddtree-results=r.jsonl",
+                                           "-k", "chain_speculative_sampling and v248320-b16")
+    text = result.stdout.str()
+    assert "past the envelope: batch 508 of this shape already failed (fault)" in text and "device only" in text
 
 
 def test_a_failure_past_everything_the_baseline_ran_is_no_shrink():

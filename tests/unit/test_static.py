@@ -230,6 +230,69 @@ def test_sglang_jit_build_is_captured_per_arch(arch, gencode, define):
     assert "speculative/tree.cuh" in sources["cuda.cu"]
 
 
+JIT_NINJA = """cudaflags = -Xcompiler -fPIC -gencode=arch=compute_120f,code=sm_120f -DSGL_CUDA_ARCH=1200 -O3
+
+rule compile_cuda
+  depfile = $out.d
+  command = $nvcc -MD -MF "$out.d" $cudaflags -c "$in" -o "$out"
+
+rule link
+  command = $cxx $in $ldflags -o "$out"
+
+build cuda_0.o: compile_cuda cuda.cu
+
+build m.so: link cuda_0.o
+"""
+
+
+def test_a_jit_build_is_narrowed_to_its_device_code_with_every_flag_kept():
+    from ddtree_compat.static.nvcc import cuda_objects, device_only
+
+    text = device_only(JIT_NINJA, "compile_cuda")
+    assert '$cudaflags -fatbin "$in" -o "$out"' in text and " -c " not in text
+    assert cuda_objects(text) == ["cuda_0.fatbin"]
+    assert text.replace("-fatbin", "-c").replace("cuda_0.fatbin:", "cuda_0.o:") == JIT_NINJA  # nothing else moved
+    assert device_only(text.replace("-fatbin", "-c"), "compile_cuda") == text  # a .fatbin target stays one
+    with pytest.raises(RuntimeError, match="compile_cuda"):  # a JIT that builds otherwise: ours to update
+        device_only(JIT_NINJA.replace(" -c ", " "), "compile_cuda")
+
+
+def test_the_device_only_build_holds_the_cubin_the_object_embeds(tmp_path):
+    """``nvcc -fatbin`` (what the static tier builds) and ``nvcc -c`` (what SGLang's JIT builds) under the same
+    flags give the same cubins as a static verdict reads them (arch name, each function's resources and SASS opcode
+    counts), here for an arch-family target (``sm_120f``) and a plain one. The kernel has a loop the compiler
+    schedules and a shared-memory array."""
+    import shutil
+    import subprocess
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH (the static tier's builds skip the same way)")
+    (tmp_path / "k.cu").write_text(
+        "__global__ void scan(const float* x, float* y, int n) {\n"
+        "  __shared__ float tile[256];\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  tile[threadIdx.x] = i < n ? x[i] : 0.f;\n"
+        "  __syncthreads();\n"
+        "  float acc = 0.f;\n"
+        "  for (int k = 0; k <= threadIdx.x; ++k) acc += tile[k] * (k + 1);\n"
+        "  if (i < n) y[i] = acc;\n"
+        "}\n")
+    for code in ("120f", "80"):
+        flags = ["-Xcompiler", "-fPIC", f"-gencode=arch=compute_{code},code=sm_{code}", "-O3"]
+        listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True).stdout
+        if f"compute_{code.rstrip('f')}" not in listed:
+            continue
+        for mode, out in (("-c", "k.o"), ("-fatbin", "k.fatbin")):
+            subprocess.run([nvcc, *flags, mode, "k.cu", "-o", f"{code}-{out}"], cwd=tmp_path, check=True)
+        try:
+            whole, device = (sass.inspect(tmp_path / f"{code}-{f}") for f in ("k.o", "k.fatbin"))
+        except sass.ToolUnavailable as e:
+            pytest.skip(str(e))
+        assert [c.arch for c in device] == [c.arch for c in whole] == [f"sm_{code}"]
+        assert device[0].functions == whole[0].functions and device[0].reserved_smem == whole[0].reserved_smem
+
+
 def test_toolchain_gaps_are_reasons(tmp_path):
     from ddtree_compat.static import nvcc, triton_aot
 

@@ -11,12 +11,10 @@ the device tier only; elsewhere each is a skip saying so, counted.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...cases import FlatCase
 from ...contract import KernelRecord
-from ...errors import CaseError, ResultsFileError
-from ...results import read_lines
+from ...errors import CaseError
 from . import boundaries as bd
 
 SCHEMA = "ddtree-compat/scale-case/1"
@@ -155,20 +153,14 @@ def scale_cases(kernel: str, profile: str, vocabs: tuple[int, ...] = ()) -> tupl
     return tuple(ScaleCase.of(b) for b in cells[:2])
 
 
-def past_envelope(results_path: str | None, coords: dict) -> str | None:
+def past_envelope(failed: list[dict], coords: dict) -> str | None:
     """Why a deployment-shape cell need not run: a smaller batch of its kernel x backend x arch x shape already
-    failed in this run's results file (the envelope's first failing batch is known; a larger batch of the same
-    shape is past it, and each fault costs a fresh worker). ``None``: run it."""
-    if not results_path or not Path(results_path).exists():
-        return None
+    failed in this run (``failed``: the run's result lines that neither passed nor skipped, as the plugin reads
+    them; the envelope's first failing batch is known, a larger batch of the same shape is past it, and each fault
+    costs a fresh worker). ``None``: run it."""
     key = (coords["kernel"], coords["backend"], coords["arch"], coords["shape"])
-    try:
-        lines, _torn = read_lines(results_path)  # a torn last line (a worker killed mid-write) is left out
-    except (OSError, ResultsFileError):
-        return None  # the writer's own checks report the file; this only saves time
-    failed = [(r["batch"], r["outcome"]) for _, r in lines if r["kind"] == "result" and r["outcome"] in BAD
-              and (r["kernel"], r["backend"], r["arch"], r.get("shape")) == key]
-    first = min(failed, default=None)
+    first = min(((r["batch"], r["outcome"]) for r in failed if r.get("outcome") in BAD
+                 and (r.get("kernel"), r.get("backend"), r.get("arch"), r.get("shape")) == key), default=None)
     if first is None or first[0] >= coords["batch"]:
         return None
     return (f"past the envelope: batch {first[0]} of this shape already failed ({first[1]}) in this run; the larger "
