@@ -17,6 +17,8 @@ The manifest is TOML (read with :mod:`tomllib`), a list of ``[[issue]]`` tables;
   fail only on some draws (a pass is XPASS, reported, not a failure).
 * ``reason`` (required): what fails and how it shows.
 * ``source`` (required): an ``http(s)://`` link to the report or tracking issue.
+* ``sources``: a table ``{backend glob = link}``: where one entry covers several builds whose code sits at
+  different links (two commits of a DDTree branch), a cell's link is its backend's first match, else ``source``.
 
 A missing ``arch``/``backend``/``budget``/``topology`` matches anything. The plugin marks each matching
 cell ``xfail(strict=True)``: a failure is XFAIL, a pass is XPASS(strict), a failing test that says the
@@ -40,7 +42,8 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 SHIPPED = Path(__file__).with_name("known_issues.toml")
-KEYS = ("id", "arch", "backend", "budget", "topology", "kernel", "layout", "batch_min", "strict", "reason", "source")
+KEYS = ("id", "arch", "backend", "budget", "topology", "kernel", "layout", "batch_min", "strict", "reason", "source",
+        "sources")
 _ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 DDTREE_TOPOLOGIES = ("ddtree-peaked", "ddtree-flat", "ddtree-ties")
 """The DDTree cells' topologies (:class:`ddtree_compat.families.ddtree.records.DDTreeCase` coordinates)."""
@@ -61,6 +64,7 @@ class KnownIssue:
     layout: tuple[str, ...] = ()
     batch_min: int = 0
     strict: bool = True
+    sources: tuple[tuple[str, str], ...] = ()  # (backend glob, link), first match wins over ``source``
 
     def matches(self, arch: str, backend: str, budget: int, topology: str, kernel: str = "", layout: str = "",
                 batch: int = 1) -> bool:
@@ -74,8 +78,18 @@ class KnownIssue:
                 and globs(self.topology, topology) and globs(self.kernel, kernel) and globs(self.layout, layout)
                 and batch >= self.batch_min)
 
-    def describe(self) -> str:
-        return f"known issue {self.id}: {self.reason} ({self.source})"
+    def source_for(self, backend: str = "") -> str:
+        """The link for ``backend``'s cells: its first ``sources`` match, else ``source``."""
+        return source_for(self.source, dict(self.sources), backend)
+
+    def describe(self, backend: str = "") -> str:
+        return f"known issue {self.id}: {self.reason} ({self.source_for(backend)})"
+
+
+def source_for(source: str, sources: dict[str, str], backend: str) -> str:
+    """``sources``' link for the first glob ``backend`` matches, else ``source`` (a report reads both from the
+    results' ``env`` line)."""
+    return next((link for glob, link in sources.items() if fnmatchcase(backend or "", glob)), source)
 
 
 @dataclass(frozen=True)
@@ -94,7 +108,8 @@ class Manifest:
     def as_env(self) -> dict[str, dict[str, str]]:
         """``{id: {"reason", "source", "strict"}}``, for the results file's ``env`` line (reports link from it, and
         tell a strict entry's xpass, a fixed kernel, from a non-strict one's, a draw that missed the bug)."""
-        return {i.id: {"reason": i.reason, "source": i.source, "strict": i.strict} for i in self.issues}
+        return {i.id: {"reason": i.reason, "source": i.source, "strict": i.strict,
+                       **({"sources": dict(i.sources)} if i.sources else {})} for i in self.issues}
 
 
 STATUSES = ("xfail", "xpass")
@@ -158,6 +173,10 @@ def _entry(raw: object, n: int, path: str, seen: set[str]) -> KnownIssue:
                                "duplicate" if issue_id in seen else "malformed", where)
     if not raw["source"].startswith(("https://", "http://")):
         raise KnownIssuesError("source", raw["source"], "an http(s):// link", "not a link", where)
+    sources = raw.get("sources", {})
+    if not isinstance(sources, dict) or not all(isinstance(v, str) and v.startswith(("https://", "http://"))
+                                                for v in sources.values()):
+        raise KnownIssuesError("sources", sources, "a table of backend glob = http(s):// link", "wrong type", where)
     budgets = raw.get("budget", [])
     if (not isinstance(budgets, list) or ("budget" in raw and not budgets)
             or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in budgets)):
@@ -176,7 +195,7 @@ def _entry(raw: object, n: int, path: str, seen: set[str]) -> KnownIssue:
         topology=_strings(raw["topology"], "topology", where, _check_topology(where)) if "topology" in raw else (),
         kernel=_strings(raw["kernel"], "kernel", where) if "kernel" in raw else (),
         layout=_strings(raw["layout"], "layout", where) if "layout" in raw else (),
-        batch_min=batch_min, strict=raw.get("strict", True),
+        batch_min=batch_min, strict=raw.get("strict", True), sources=tuple(sources.items()),
     )
 
 

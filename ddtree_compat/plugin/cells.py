@@ -156,7 +156,8 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
                 known_issue=known_issue(sess, target, backend, kernel, case))
     node.stash[CELL] = cell
     if cell.known_issue is not None and node.get_closest_marker("xfail") is None:  # a cell the test parametrized
-        request.applymarker(pytest.mark.xfail(strict=cell.known_issue.strict, reason=cell.known_issue.describe()))
+        request.applymarker(pytest.mark.xfail(strict=cell.known_issue.strict,
+                                              reason=cell.known_issue.describe(backend.name)))
     from ..contract import AdapterError
 
     try:

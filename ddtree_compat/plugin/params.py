@@ -33,7 +33,7 @@ def _param(sess, target, backend, record, case, with_kernel: bool):
         marks += [getattr(pytest.mark, EMULATED), *arch_marks(emulated)]
     issue = known_issue(sess, target, backend, record.label_of(case), case)
     if issue is not None:
-        marks.append(pytest.mark.xfail(strict=issue.strict, reason=issue.describe()))
+        marks.append(pytest.mark.xfail(strict=issue.strict, reason=issue.describe(backend.name)))
     values = (target, backend, *((record.name,) if with_kernel else ()), case)
     ident = f"{target.id}-{backend.name}-{record.name + '-' if with_kernel else ''}{case.id}"
     return pytest.param(*values, id=ident, marks=marks)

@@ -103,7 +103,7 @@ def ddtree_check_static(request: pytest.FixtureRequest, ddtree_static_cache: str
                                                   static_cell.entry.kernel)
         cell = request.node.stash[CELL] = Cell(static_coordinates(static_cell, request.node.nodeid), known_issue=issue)
         if issue is not None:  # a binary known not to fit (known_issues.toml): xfail, strict as the entry says
-            request.applymarker(pytest.mark.xfail(strict=issue.strict, reason=issue.describe()))
+            request.applymarker(pytest.mark.xfail(strict=issue.strict, reason=issue.describe(static_cell.backend)))
         run = static_run(request.session)
         verdict = cell.verdict = run_static(static_cell, ddtree_static_cache, group=run.first_of_group(static_cell),
                                             claims=run.claims)

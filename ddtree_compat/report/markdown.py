@@ -7,7 +7,8 @@ where the failing cells sit: ``❌ 16 zero-accept, 1129 pass · zero-accept: spi
 the known issues. Collapsed (``<details>``): environment, counts per ``backend · arch`` column, skips by
 reason, faults by class, the static tier's specializations that did not pass on every arch, verify
 attention by shape and tile choice, the e2e tier, the distribution cells' law tests (statistic, dof, p-value, N,
-alpha; only when a cell measured one), and per kernel with failures its failing budget x topology x layout rows.
+alpha; only when a cell measured one), and per kernel its budget x topology x layout rows with failures or
+known issues.
 A line under the summary table says what each mark means (:data:`LEGEND`).
 
 The size does not grow with the profile beyond the collapsed tables' rows (each at most
@@ -131,7 +132,8 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
     for kernel in kernels_with_cells(s):
         cols, rows = kernel_matrix(s, kernel, failing_only=True)
         if rows:
-            lines += _details(f"{kernel}: its {len(rows)} budget x topology x layout row(s) with failures",
+            lines += _details(f"{kernel}: its {len(rows)} budget x topology x layout row(s) with failures or known "
+                              "issues (xfail, xpass)",
                               _table(["budget", "topology", "layout", "SGLang mode", *cols],
                                      [[*key, mode, *(_cell(c) if c else "" for c in cells)] for key, mode, cells in rows],
                                      max_rows))

@@ -25,6 +25,7 @@ from .. import records
 from ..contract import base_name
 from ..arch import parse_arch
 from ..errors import ArchError
+from ..known_issues import source_for
 from ..families.verify.records import VERIFY
 from ..known_issues import status
 from ..tiers import E2E, STATIC
@@ -189,12 +190,13 @@ KNOWN_HEADER = ["issue", "backend · arch", "status", "strict", "cells", "reason
 def known_rows(s: Summary) -> list[list[object]]:
     """Cells covered by known issues: issue id, column, ``xfail``/``xpass``, whether the entry is strict (``yes``:
     an xpass means fixed; ``no``: the bug depends on the draw or the build, an xpass is expected), cells, reason,
-    source link."""
+    source link (the column's backend's, where the entry gives one per build)."""
     rows = []
     for (issue, col, st), n in sorted(s.known.items()):
         info = s.known_info.get(issue, {})
-        rows.append([issue, col, st, "yes" if strict(s, issue) else "no", n, info.get("reason", ""),
-                     info.get("source", "")])
+        backend = col.rsplit(" · ", 1)[0].partition(":")[0]  # a DDTree implementation's column: backend:kernel · arch
+        link = source_for(info.get("source", ""), info.get("sources", {}), backend)
+        rows.append([issue, col, st, "yes" if strict(s, issue) else "no", n, info.get("reason", ""), link])
     return rows
 
 
@@ -309,8 +311,8 @@ def kernel_matrix(s: "Summary", kernel: str, failing_only: bool = False
                   ) -> tuple[list[str], list[tuple[tuple, str, list[Counter | None]]]]:
     """One kernel's detail table: ``(columns, rows)``; columns ``backend · arch``, a row ``((budget, topology,
     layout), SGLang mode(s), a Counter of statuses per column)`` over plants and batch sizes (``None`` where
-    the column has no such cell). ``failing_only``: only rows with a failure (:data:`FAILED`, ``error``,
-    ``xpass``)."""
+    the column has no such cell). ``failing_only``: only rows with a failure (:data:`FAILED`, ``error``) or a
+    known issue's cell (``xfail``, ``xpass``): where the run's failures and known bugs sit."""
     recs = [r for r in s.records if r.kernel == kernel and kernel_run(r)]
     cols = sorted({f"{r.backend} · {r.arch}" for r in recs}, key=lambda c: (arch_key(c.rsplit(" · ", 1)[1]), c))
     cells: dict[tuple, Counter] = defaultdict(Counter)
@@ -319,7 +321,7 @@ def kernel_matrix(s: "Summary", kernel: str, failing_only: bool = False
         key = (r.budget, r.topology, r.layout)
         cells[(key, f"{r.backend} · {r.arch}")][cell_status(r)] += 1
         modes[key].add(r.mode)
-    bad = {*FAILED, "error", "xpass"}
+    bad = {*FAILED, "error", "xfail", "xpass"}
     keys = sorted(modes, key=lambda k: (k[0] if k[0] is not None else -1, natural_key(k[1:])))
     rows = [(k, "/".join(sorted(modes[k])), [cells.get((k, c)) for c in cols]) for k in keys]
     if failing_only:

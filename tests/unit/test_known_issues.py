@@ -63,6 +63,8 @@ def test_families_globs_and_open_keys(tmp_path):
     ("[[issue]]\nid = 'A B'\nreason = 'r'\nsource = 'https://x'\n", "id"),
     ("[[issue]]\nid = 'a'\nreason = 'r'\nsource = 'https://x'\n[[issue]]\nid = 'a'\nreason = 'r'\nsource = 'https://x'\n",
      "id"),
+    ("[[issue]]\nid = 'a'\nreason = 'r'\nsource = 'https://x'\nsources = { 'b*' = 'example.org' }\n", "sources"),
+    ("[[issue]]\nid = 'a'\nreason = 'r'\nsource = 'https://x'\nsources = ['https://y']\n", "sources"),
     ("issue = 3\n", "issue"),
     ("[[issues]]\nid = 'a'\n", "issues"),
     ("id = \n", "toml"),
@@ -72,6 +74,30 @@ def test_malformed_manifests_name_the_field(tmp_path, text, field):
     p.write_text(text)
     with pytest.raises(KnownIssuesError, match=f"field '{field}'.*allowed: "):
         known_issues.load(p)
+
+
+def test_an_entry_covering_two_builds_links_each_backends_cells_to_its_own_code(tmp_path):
+    """``sources``: the cells of a backend matching a glob there link to that build's code (the xfail reason, the
+    results' env line, the report's known-issue table); other backends keep ``source``."""
+    from ddtree_compat.report.summary import known_rows, summarize
+    from ddtree_compat.results import ResultRecord, Results
+
+    p = tmp_path / "m.toml"
+    p.write_text("[[issue]]\nid = 'a'\nreason = 'r'\nsource = 'https://new/x.py'\nbackend = ['impl-*']\n"
+                 "sources = { 'impl-old*' = 'https://old/y.py' }\n")
+    manifest = known_issues.load(p)
+    (issue,) = manifest.issues
+    assert issue.describe("impl-old-1234").endswith("(https://old/y.py)")
+    assert issue.describe("impl-new-5678").endswith("(https://new/x.py)")
+    env = {"kind": "env", "env_id": "e", "known_issues": manifest.as_env()}
+    assert env["known_issues"]["a"]["sources"] == {"impl-old*": "https://old/y.py"}
+    cells = [ResultRecord(kernel="ddtree_follow", tier="interpret", backend=b, arch="interpret", case_id="c",
+                          outcome="wrong", known_issue="a", env_id="e", nodeid=b)
+             for b in ("impl-old-1234", "impl-new-5678")]
+    s = summarize(Results(envs={"e": env}, records=cells))
+    assert {row[1]: row[-1] for row in known_rows(s)} == {
+        "impl-new-5678:ddtree_follow · interpret": "https://new/x.py",
+        "impl-old-1234:ddtree_follow · interpret": "https://old/y.py"}
 
 
 def test_strict_xfail_both_ways_and_recorded(pytester, verify_suite):
@@ -85,6 +111,7 @@ def test_strict_xfail_both_ways_and_recorded(pytester, verify_suite):
     # mutant b8: known -> XFAIL; mutant b12: not covered -> fails; oracle b8: known but passes -> XPASS(strict)
     result.assert_outcomes(passed=1, failed=2, xfailed=1)
     result.stdout.fnmatch_lines(["[[]XPASS(strict)[]] known issue oracle-b8*(https://example.org/issues/2)",
+                                 "grid cells: 2 pass, 0 wrong, 2 zero-accept (1 known issues: xfail), 0 fault, *",
                                  "known issues: 1 failed as expected (xfail), 1 passed (XPASS: *m.toml)",
                                  "XFAIL *interpret-mutant-zero-accept-b8-spine-deep-bs3*known issue zero-accept-b8*"])
     lines = [json.loads(x) for x in (pytester.path / "r.jsonl").read_text().splitlines()]

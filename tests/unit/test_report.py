@@ -97,6 +97,9 @@ def test_worst_status_per_square_and_known_issues_shown(planted):
     md = render_markdown(load([planted]))
     assert ("| matrix | verify_tree_greedy | sglang-triton | ❌ 3 fault, 16 xpass, 16 xfail, 1110 pass · fault: random "
             "b64; xpass: spine b12; xfail: spine b8 |") in md
+    details = md.split("verify_tree_greedy: its ", 1)[1].split("</details>", 1)[0]
+    assert "row(s) with failures or known issues (xfail, xpass)" in details
+    assert "| 64 | random |" in details and "| 8 | spine |" in details and "| 12 | spine |" in details  # xfail rows too
     html = render_html(load([planted]), png=b"")
     assert "&lt;script&gt;boom&lt;/script&gt;" in html and "<script>boom" not in html  # autoescaped
     assert "planted &lt;b&gt;known&lt;/b&gt;" in html and '<a href="https://example.org/1">' in html
