@@ -68,7 +68,7 @@ class Summary:
             n, known = self.counts[(group, o)], self.expected[(group, o)]
             if not known:
                 return f"{n} {o}"
-            return f"{n} {o} ({'all ' if known == n else ''}{known} known issues: xfail)"
+            return f"{n} {o} ({'all ' if known == n else ''}{known} known issue{'s' if known > 1 else ''}: xfail)"
 
         return ", ".join(count(o) for o in shown)
 

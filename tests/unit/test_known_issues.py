@@ -111,7 +111,7 @@ def test_strict_xfail_both_ways_and_recorded(pytester, verify_suite):
     # mutant b8: known -> XFAIL; mutant b12: not covered -> fails; oracle b8: known but passes -> XPASS(strict)
     result.assert_outcomes(passed=1, failed=2, xfailed=1)
     result.stdout.fnmatch_lines(["[[]XPASS(strict)[]] known issue oracle-b8*(https://example.org/issues/2)",
-                                 "grid cells: 2 pass, 0 wrong, 2 zero-accept (1 known issues: xfail), 0 fault, *",
+                                 "grid cells: 2 pass, 0 wrong, 2 zero-accept (1 known issue: xfail), 0 fault, *",
                                  "known issues: 1 failed as expected (xfail), 1 passed (XPASS: *m.toml)",
                                  "XFAIL *interpret-mutant-zero-accept-b8-spine-deep-bs3*known issue zero-accept-b8*"])
     lines = [json.loads(x) for x in (pytester.path / "r.jsonl").read_text().splitlines()]
