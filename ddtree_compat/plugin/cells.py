@@ -189,8 +189,9 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
     if sess.sanitize and target.tier == "device":
         cell.sanitizer, note = sanitize(sess.sanitize, path, backend, target, kernel)
     kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
+    cell.extra["replay"] = replay_line(path, backend, target, node.nodeid, kernel)
     message = (f"{kind}: {backend.name} {kernel} on {target.id}, case {case.id}: {verdict.message}\n"
-               f"{replay_line(path, backend, target, node.nodeid, kernel)}\n"
+               f"{cell.extra['replay']}\n"
                + (f"{note}\n" if note else "") + env_line(sess.writer.env if sess.writer else {}))
     if verdict.outcome == "fault" and is_sticky(verdict.fault_class, verdict.context_poisoned):
         if in_xdist_worker(request.config):

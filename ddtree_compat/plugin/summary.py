@@ -167,8 +167,9 @@ class Summary:
             terminalreporter.write_line(f"e2e cells: {self._line(E2E)}  ({where})")
         if counts[("known", "xfail")] or counts[("known", "xpass")]:
             terminalreporter.write_line(f"known issues: {counts[('known', 'xfail')]} failed as expected (xfail), "
-                                        f"{counts[('known', 'xpass')]} passed (XPASS: fixed, or, for a non-strict "
-                                        f"entry, a draw the issue does not hit; see {sess.known.path})")
+                                        f"{counts[('known', 'xpass')]} passed (XPASS: under a strict entry the kernel "
+                                        f"is fixed; under a non-strict one, a case that does not trigger the bug; "
+                                        f"see {sess.known.path})")
         if sess.writer is not None:
             from ..results import REPORT_BY_SWEEP
 

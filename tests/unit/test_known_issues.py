@@ -113,7 +113,8 @@ def test_strict_xfail_both_ways_and_recorded(pytester, verify_suite):
     result.stdout.fnmatch_lines(["[[]XPASS(strict)[]] known issue oracle-b8*(https://example.org/issues/2)",
                                  "grid cells: 2 pass, 0 wrong, 2 zero-accept (1 known issue: xfail), 0 fault, *",
                                  "known issues: 1 failed as expected (xfail), 1 passed (XPASS: *m.toml)",
-                                 "XFAIL *interpret-mutant-zero-accept-b8-spine-deep-bs3*known issue zero-accept-b8*"])
+                                 "XFAIL *interpret-mutant-zero-accept-b8-spine-deep-bs3*known issue zero-accept-b8* | "
+                                 "replay: python -m ddtree_compat replay *"])
     lines = [json.loads(x) for x in (pytester.path / "r.jsonl").read_text().splitlines()]
     env = next(x for x in lines if x["kind"] == "env")
     assert env["known_issues"]["oracle-b8"]["source"] == "https://example.org/issues/2"
