@@ -83,6 +83,7 @@ class KnownIssue:
         return source_for(self.source, dict(self.sources), backend)
 
     def describe(self, backend: str = "") -> str:
+        """The xfail reason of ``backend``'s cells: ``known issue <id>: <reason> (<its link>)``."""
         return f"known issue {self.id}: {self.reason} ({self.source_for(backend)})"
 
 
@@ -106,8 +107,9 @@ class Manifest:
                     None)
 
     def as_env(self) -> dict[str, dict[str, str]]:
-        """``{id: {"reason", "source", "strict"}}``, for the results file's ``env`` line (reports link from it, and
-        tell a strict entry's xpass, a fixed kernel, from a non-strict one's, a draw that missed the bug)."""
+        """``{id: {"reason", "source", "strict"}}`` (and ``"sources"``, ``{backend glob: link}``, where the entry
+        gives them), for the results file's ``env`` line (reports link from it, and tell a strict entry's xpass, a
+        fixed kernel, from a non-strict one's, a case that did not trigger the bug)."""
         return {i.id: {"reason": i.reason, "source": i.source, "strict": i.strict,
                        **({"sources": dict(i.sources)} if i.sources else {})} for i in self.issues}
 

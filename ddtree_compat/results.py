@@ -522,7 +522,8 @@ class FailureLog:
     failed: list[dict] = field(default_factory=list)
 
     def read(self) -> list[dict]:
-        """Every result line so far whose outcome is neither ``pass`` nor ``skip``, in file order."""
+        """Every result line so far whose outcome is neither ``pass`` nor ``skip``, in file order (the same list,
+        grown). Never raises: an unreadable or absent file gives what was read before (this only saves time)."""
         try:
             with open(self.path, "rb") as f:
                 if os.fstat(f.fileno()).st_size < self.offset:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
@@ -36,6 +36,8 @@ class Cell:
         sanitizer: a compute-sanitizer report path (``--sanitize``).
         log_excerpt: e2e: the server log lines around the first fault line.
         known_issue: the manifest entry covering the cell (run as strict xfail).
+        replay: the ``replay: ...`` line of a cell that did not pass (its failure message's; a known issue's XFAIL
+            line ends with it), ``""`` otherwise.
     """
 
     coords: dict
@@ -44,7 +46,7 @@ class Cell:
     sanitizer: str = ""
     log_excerpt: str = ""
     known_issue: KnownIssue | None = None
-    extra: dict = field(default_factory=dict)
+    replay: str = ""
 
     @property
     def tier(self) -> str:
@@ -189,9 +191,9 @@ def check_cell(request: pytest.FixtureRequest, target: Target, backend, kernel: 
     if sess.sanitize and target.tier == "device":
         cell.sanitizer, note = sanitize(sess.sanitize, path, backend, target, kernel)
     kind = verdict.outcome + (f" ({verdict.fault_class})" if verdict.fault_class else "")
-    cell.extra["replay"] = replay_line(path, backend, target, node.nodeid, kernel)
+    cell.replay = replay_line(path, backend, target, node.nodeid, kernel)
     message = (f"{kind}: {backend.name} {kernel} on {target.id}, case {case.id}: {verdict.message}\n"
-               f"{cell.extra['replay']}\n"
+               f"{cell.replay}\n"
                + (f"{note}\n" if note else "") + env_line(sess.writer.env if sess.writer else {}))
     if verdict.outcome == "fault" and is_sticky(verdict.fault_class, verdict.context_poisoned):
         if in_xdist_worker(request.config):

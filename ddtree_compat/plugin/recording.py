@@ -74,8 +74,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report.user_properties += [(OUTCOME_PROPERTY, cell.verdict.outcome), (TIER_PROPERTY, cell.tier),
                                ("ddtree_backend", cell.coords.get("backend")),
                                ("ddtree_kernel", cell.coords.get("kernel"))]
-    if getattr(report, "wasxfail", None) is not None and cell.extra.get("replay"):  # its XFAIL line: how to rerun it
-        report.wasxfail = f"{report.wasxfail} | {cell.extra['replay']}"
+    if getattr(report, "wasxfail", None) is not None and cell.replay:  # its XFAIL line: how to rerun it
+        report.wasxfail = f"{report.wasxfail} | {cell.replay}"
     if cell.known_issue is not None and cell.verdict.outcome != "skip":
         from ..known_issues import status
 

@@ -25,9 +25,8 @@ from .. import records
 from ..contract import base_name
 from ..arch import parse_arch
 from ..errors import ArchError
-from ..known_issues import source_for
 from ..families.verify.records import VERIFY
-from ..known_issues import status
+from ..known_issues import source_for, status
 from ..tiers import E2E, STATIC
 from ..results import ResultRecord, Results
 
@@ -68,8 +67,9 @@ class Summary:
         skips: ``(column, reason)`` -> cells.
         faults: ``(column, fault class)`` -> cells.
         known: ``(issue id, column, status)`` -> cells.
-        known_info: issue id -> ``{"reason", "source", "strict"}`` from the ``env`` lines (``strict`` absent in
-            files written before it: strict).
+        known_info: issue id -> ``{"reason", "source", "strict"}`` (and ``"sources"``, one link per build, where
+            the entry gives them) from the ``env`` lines (``strict`` absent in files written before it: strict).
+        backends: column -> the backend its cells ran on (a known issue's link is chosen by backend).
         failures: cells that failed without a known issue covering them.
         xpassed: cells that passed although a strict known issue covers them (the kernel looks fixed); a
             non-strict entry's pass (its bug depends on the draw or the build) is counted in ``known`` only.
@@ -83,6 +83,7 @@ class Summary:
     faults: Counter = field(default_factory=Counter)
     known: Counter = field(default_factory=Counter)
     known_info: dict[str, dict] = field(default_factory=dict)
+    backends: dict[str, str] = field(default_factory=dict)
     failures: list[ResultRecord] = field(default_factory=list)
     xpassed: list[ResultRecord] = field(default_factory=list)
 
@@ -120,6 +121,7 @@ def summarize(results: Results) -> Summary:
             s.faults[(col, r.fault_class or "unclassified")] += 1
         if r.known_issue and st != "skip":
             s.known[(r.known_issue, col, st)] += 1
+            s.backends[col] = r.backend
         if st in FAILED:
             s.failures.append(r)
         elif st == "xpass" and strict(s, r.known_issue):
@@ -194,8 +196,7 @@ def known_rows(s: Summary) -> list[list[object]]:
     rows = []
     for (issue, col, st), n in sorted(s.known.items()):
         info = s.known_info.get(issue, {})
-        backend = col.rsplit(" · ", 1)[0].partition(":")[0]  # a DDTree implementation's column: backend:kernel · arch
-        link = source_for(info.get("source", ""), info.get("sources", {}), backend)
+        link = source_for(info.get("source", ""), info.get("sources", {}), s.backends.get(col, ""))
         rows.append([issue, col, st, "yes" if strict(s, issue) else "no", n, info.get("reason", ""), link])
     return rows
 

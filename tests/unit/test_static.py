@@ -278,11 +278,12 @@ def test_the_device_only_build_holds_the_cubin_the_object_embeds(tmp_path):
         "  for (int k = 0; k <= threadIdx.x; ++k) acc += tile[k] * (k + 1);\n"
         "  if (i < n) y[i] = acc;\n"
         "}\n")
-    for code in ("120f", "80"):
+    listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True).stdout
+    codes = [code for code in ("120f", "80") if f"compute_{code.rstrip('f')}" in listed]
+    if not codes:
+        pytest.skip(f"{nvcc} targets neither sm120 nor sm80 (--list-gpu-arch: {' '.join(listed.split()[-4:])} ...)")
+    for code in codes:
         flags = ["-Xcompiler", "-fPIC", f"-gencode=arch=compute_{code},code=sm_{code}", "-O3"]
-        listed = subprocess.run([nvcc, "--list-gpu-arch"], capture_output=True, text=True).stdout
-        if f"compute_{code.rstrip('f')}" not in listed:
-            continue
         for mode, out in (("-c", "k.o"), ("-fatbin", "k.fatbin")):
             subprocess.run([nvcc, *flags, mode, "k.cu", "-o", f"{code}-{out}"], cwd=tmp_path, check=True)
         try:
