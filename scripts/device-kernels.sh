@@ -2,7 +2,8 @@
 # The kernel tiers on a lent GPU host without network (the H200 runs of docs/device-runs.md), from the repo
 # root, after the carry of scripts/build-ddtree-carry.sh (with sglang-0.5.23 among its DDTREE_IMPLS: the release the
 # SGLang cells run against; SGLANG_RELEASE names another) is staged and set up (scripts/ddtree-device-setup.sh),
-# and the DDTree tarballs / stripped sglang wheels are carried (on a host with network: pip install the release):
+# with .carry/samp/ (scripts/build-sampling-carry.sh: covertable's wheel, which every step needs) and the DDTree
+# tarballs / stripped sglang wheels carried (on a host with network: pip install the release):
 #   bash scripts/device-kernels.sh OUT STEP...
 #   STEP: ddtree | graph-replay | default | phases | containment | flashinfer | fa3 | versions VERSION...
 # Writes results JSONL and reports into OUT. Each step runs the README's main job (python -m ddtree_compat
@@ -14,6 +15,18 @@ bash scripts/device-bytecode.sh ddtree_compat tests benchmarks  # the lent host 
 RELEASE_ENV=/tmp/ddt/impl/${SGLANG_RELEASE:-sglang-0.5.23}/env.sh
 # shellcheck disable=SC1090
 SITE=$( [ -f "$RELEASE_ENV" ] && . "$RELEASE_ENV" && echo "$PYTHONPATH" )
+# covertable (the covering grids' pairwise arrays; the sampling and DDTree grids are built with it at collection) is
+# not in the lent host's site: its wheel travels in .carry/samp/ (scripts/build-sampling-carry.sh), installed once
+# into /tmp/whl-site, which every step has on PYTHONPATH
+if [ ! -d /tmp/whl-site/covertable ]; then
+  wheel=$(ls .carry/samp/covertable-*.whl 2>/dev/null | head -1)
+  if [ -n "$wheel" ]; then
+    python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site "$wheel"
+  else
+    echo "no .carry/samp/covertable-*.whl carried: the sampling and DDTree test files fail to collect" | tee -a "$OUT/steps.txt"
+  fi
+fi
+SITE=${SITE:+$SITE:}/tmp/whl-site
 export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1
 sweep() {  # NAME PYTHONPATH ARGS...
@@ -29,9 +42,7 @@ while [ $# -gt 0 ]; do
     ddtree)  # every DDTree kernel of every implementation over the default grid, and the round in one CUDA graph
       mkdir -p /tmp/impls
       IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
-      [ -d /tmp/whl-site/covertable ] || { mkdir -p /tmp/whl-site &&  # the covering grid's covertable (.whl)
-        python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site .whl/*.whl; }
-      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE:/tmp/whl-site" --tests tests/kernels/test_ddtree.py \
+      DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE" --tests tests/kernels/test_ddtree.py \
         -- --ddtree-static=off ;;
     default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
       sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
@@ -70,8 +81,6 @@ while [ $# -gt 0 ]; do
       # the first cell of each dtype x head_dim waits for FlashInfer's JIT build (under a minute each on the H200)
       # shellcheck disable=SC1091
       . /tmp/ddt/env.sh
-      [ -d /tmp/whl-site/covertable ] || { mkdir -p /tmp/whl-site &&
-        python3 -m pip install -q --no-index --no-deps --target /tmp/whl-site .whl/*.whl; }
       FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a} STEP_S=${STEP_S:-560} \
         sweep flashinfer "$PYTHONPATH:/tmp/whl-site" --backend flashinfer --timeout 400 \
         --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
@@ -100,7 +109,7 @@ for line in open(sys.argv[1]):
         print(r["nodeid"])
 PY
       while read -r nodeid; do
-        DDTREE_IMPLS=$IMPLS PYTHONPATH=$SITE:/tmp/whl-site timeout 120 python3 -m pytest "$nodeid" -q \
+        DDTREE_IMPLS=$IMPLS PYTHONPATH=$SITE timeout 120 python3 -m pytest "$nodeid" -q \
           -p no:cacheprovider --ddtree-tier=device --ddtree-static=off --ddtree-results="$OUT/graph-replay.jsonl" \
           >> "$OUT/graph-replay.log" 2>&1
         echo "graph-replay exit $? $nodeid" >> "$OUT/steps.txt"

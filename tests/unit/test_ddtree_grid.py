@@ -181,3 +181,34 @@ def test_the_interpret_tier_runs_the_implementations_triton_kernels():
     big = DDTreeCase(64, batch=8)
     assert "device tier" in interpret_subset(CPU, big)
     assert interpret_subset(Target("device", "cuda:0", "sm90"), big) is None
+
+
+
+@pytest.mark.parametrize("logits", LOGITS)
+def test_a_cases_draft_top_k_is_the_stable_sorts_first_k(logits, monkeypatch):
+    """A case's per-depth top-k, taken by partition (``verify.oracle.top_k``), is the first ``K`` of a stable
+    descending sort of each depth's log-probs: the same ids, values and order. ``ties`` rounds log-probs to 1/2, so
+    its depths tie at the K-th value, where the two ways of choosing could part."""
+    import numpy as np
+
+    from ddtree_compat.families.verify.oracle import top_k
+
+    def stable_sort_top_k(logp, k):
+        ids = np.argsort(-logp, axis=-1, kind="stable")[:, :k]
+        return np.take_along_axis(logp, ids, axis=-1).astype(np.float64).tolist(), ids.tolist()
+
+    straddling = []  # per call: depths whose K-th value recurs past the K kept (where partition alone may part)
+
+    def partition_top_k(logp, k):
+        kth = -np.sort(-logp, axis=-1)[:, k - 1:k]
+        straddling.append(int(((logp >= kth).sum(axis=-1) > k).sum()))
+        return top_k(logp, k)
+
+    make = lambda: dd.DDTreeCase(budget=16, logits=logits, batch=3, seed=5)  # noqa: E731 (a fresh, uncached case)
+    monkeypatch.setattr(dd, "top_k", partition_top_k)
+    lps, ids = make().top
+    monkeypatch.setattr(dd, "top_k", stable_sort_top_k)
+    assert (lps, ids) == make().top
+    assert len(straddling) == 3
+    if logits == "ties":
+        assert sum(straddling) > 0

@@ -49,6 +49,7 @@ import numpy as np
 
 from ...cases import FlatCase, plant_path, stable_seed, target_for_path
 from ...errors import CaseError
+from ..verify.oracle import top_k
 from .oracle import KERNEL_RULE, BuiltTree, arrays, build, graph_buckets, prune_deepest_chains, select_bucket
 from ...tree import DraftTree
 from ...contract import CaseContext, KernelRecord
@@ -95,7 +96,6 @@ class DDTreeCase(FlatCase):
     """
 
     SCHEMA = SCHEMA
-    KIND = "ddtree"
     KIND = "ddtree"
 
     budget: int
@@ -195,9 +195,9 @@ class DDTreeCase(FlatCase):
             logp = (shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))).astype(np.float32)
             if self.logits == "ties":
                 logp = (np.round(logp * 2) / 2).astype(np.float32)
-            ids = np.argsort(-logp, axis=1, kind="stable")[:, :self.k]
-            lps.append(np.take_along_axis(logp, ids, axis=1).astype(np.float64).tolist())
-            idss.append(ids.tolist())
+            lp, ids = top_k(logp, self.k)
+            lps.append(lp)
+            idss.append(ids)
         return lps, idss
 
     def built(self, rule: str = KERNEL_RULE) -> list[BuiltTree]:
