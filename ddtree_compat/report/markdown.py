@@ -173,11 +173,15 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
             lines += ["", f"![envelope: largest batch verified per kernel and shape]({envelope_picture})"]
         lines.append("")
     elif any(r.kernel.endswith("@scale") for r in s.records):
-        skipped = sum(r.kernel.endswith("@scale") for r in s.records)
-        why = ("device only, or larger than this GPU's free memory" if any(e.get("gpus") for e in s.results.envs.values())
-               else "device only: no GPU in this run")
-        lines += ["## Envelope (deployment shapes)", "", f"No deployment-shape cell ran here: all {skipped} skipped "
-                  f"({why}; their reasons under Skips by reason), so no envelope.", ""]
+        scale = [r for r in s.records if r.kernel.endswith("@scale")]
+        device = sum("device only" in r.message or "device tier only" in r.message for r in scale)
+        gpu = any(e.get("gpus") for e in s.results.envs.values())
+        why = [f"{device} device only" + ("" if gpu else ": no GPU in this run")] if device else []
+        if len(scale) > device:
+            why.append(f"{len(scale) - device} for another reason" + (", such as larger than this GPU's free memory"
+                                                                       if gpu else ""))
+        lines += ["## Envelope (deployment shapes)", "", f"No deployment-shape cell ran here: all {len(scale)} skipped "
+                  f"({'; '.join(why)}; each reason under Skips by reason), so no envelope.", ""]
     concurrency = concurrency_rows(s)
     if concurrency:
         lines += [f"## {CONCURRENCY_TITLE}", ""]

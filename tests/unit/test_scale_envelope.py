@@ -71,7 +71,12 @@ def test_a_report_where_every_deployment_shape_cell_skipped_says_so_and_draws_no
 
     res = _results(*(_cell(b, "skip", message="device only: ...") for b in (508, 509, 1018)))
     text = render_markdown(res)
-    assert "No deployment-shape cell ran here: all 3 skipped" in text and "| tree_speculative_sampling |" not in text
+    assert "No deployment-shape cell ran here: all 3 skipped (3 device only: no GPU in this run;" in text
+    assert "| tree_speculative_sampling |" not in text
+    # a skip for another reason (a missing module) is not counted as device only
+    mixed = _results(_cell(508, "skip", message="device only: ..."),
+                     _cell(509, "skip", message="cannot import sglang.srt.mem_cache: No module named 'torchvision'"))
+    assert "all 2 skipped (1 device only: no GPU in this run; 1 for another reason;" in render_markdown(mixed)
     with pytest.raises(ValueError, match="ran"):
         render_envelope(res)
 
