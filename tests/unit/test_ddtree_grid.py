@@ -183,7 +183,6 @@ def test_the_interpret_tier_runs_the_implementations_triton_kernels():
     assert interpret_subset(Target("device", "cuda:0", "sm90"), big) is None
 
 
-
 @pytest.mark.parametrize("logits", LOGITS)
 def test_a_cases_draft_top_k_is_the_stable_sorts_first_k(logits, monkeypatch):
     """A case's per-depth top-k, taken by partition (``verify.oracle.top_k``), is the first ``K`` of a stable
