@@ -119,10 +119,10 @@ def _grouped(cells, key) -> dict:
 
 def _untested_kernels(s: Summary, untested_families: set[str]) -> list[str]:
     """The kernel tiers' cells (interpret, device) that never ran, below the family lines: a backend whose every
-    kernel cell skipped although its static builds ran (``sglang-cuda on interpret (its static builds ran): not
-    tested — ...``), a kernel of a backend that ran others (``sglang-triton assign_req_to_token on interpret: ...``),
-    and the CUDA-graph cells (labels ``kernel@graph``) in one line when none ran. Families listed whole are not
-    repeated."""
+    kernel cell skipped although its static builds ran (``sglang-cuda's kernel cells on interpret: none ran (only
+    its static builds did) — ...``), a kernel of a backend that ran others (``sglang-triton assign_req_to_token on
+    interpret: ...``), and the CUDA-graph cells (labels ``kernel@graph``) in one line when none ran. Families listed
+    whole are not repeated."""
     kernel_cells = [r for r in s.records if kernel_run(r) and family_of(r) not in untested_families]
     graphs = [r for r in kernel_cells if r.kernel.endswith("@graph")]
     ran_static = {r.backend for r in s.records if r.tier == STATIC and r.outcome != "skip"}
@@ -132,7 +132,8 @@ def _untested_kernels(s: Summary, untested_families: set[str]) -> list[str]:
         tiers = "/".join(sorted({r.tier for r in cells}))
         if not _ran(cells):
             if backend in ran_static:  # else the backend's own line says it
-                lines.append(f"{backend} on {tiers} (its static builds ran): not tested — {_skipped(cells)}")
+                lines.append(f"{backend}'s kernel cells on {tiers}: none ran (only its static builds did) — "
+                             f"{_skipped(cells)}")
             continue
         for kernel, mine in _grouped(cells, lambda r: r.kernel).items():
             if not _ran(mine):

@@ -356,8 +356,8 @@ def test_kernel_cells_that_never_ran_are_named_below_the_families(tmp_path):
          "message": "other"},
         {"kernel": "verify_tree_greedy@graph", "outcome": "skip", "message": "CUDA graphs need the device tier"}])
     top = render_markdown(load([path])).split("## Summary")[0]
-    assert (f"- sglang-cuda on interpret (its static builds ran): not tested — all 1 cells skipped: {CUDA_SKIP}"
-            in top)
+    assert (f"- sglang-cuda's kernel cells on interpret: none ran (only its static builds did) — all 1 cells skipped: "
+            f"{CUDA_SKIP}" in top)
     assert f"- sglang-triton assign_req_to_token on interpret: not tested — all 1 cells skipped: {torchvision}" in top
     assert ("- CUDA-graph cells (kernel@graph): not tested — all 1 cells skipped: CUDA graphs need the device tier"
             in top)
