@@ -196,3 +196,19 @@ def test_records():
         assert cases and all(record.label_of(c) in (record.name, f"{record.name}@distribution") for c in cases)
     assert R.TREE_RECORD.label_of(R.tree_distribution_cases()[0]) == "tree_speculative_sampling@distribution"
     assert R.CHAIN_RECORD.label_of(R.chain_exact_cases()[0]) == "chain_speculative_sampling"
+
+
+def test_an_interpret_refusal_names_its_own_samplers_case():
+    """On the interpret tier a Triton sampler runs one distribution case; the others skip naming that sampler's case,
+    never another sampler's (a chain cell's reason does not name the DDTree case, absent without an implementation)."""
+    from ddtree_compat.tiers import Target
+
+    cpu = Target("interpret", "cpu", None, "cpu")
+    chain = [c for c in R.chain_distribution_cases() if not c.id.startswith(R.INTERPRET_TRITON)]
+    ddtree = [c for c in R.ddtree_distribution_cases() if not c.id.startswith(R.INTERPRET_TRITON)]
+    assert chain and ddtree
+    chain_why, ddtree_why = R.interpret_refusal(cpu, chain[0]), R.interpret_refusal(cpu, ddtree[0])
+    assert "chain-distribution-chain-b3-peaked for this one" in chain_why and "ddtree-" not in chain_why
+    assert "ddtree-distribution-bf-flat-b5-flat for this one" in ddtree_why and "chain-distribution" not in ddtree_why
+    assert R.interpret_refusal(cpu, next(c for c in R.chain_distribution_cases()
+                                         if c.id.startswith(R.INTERPRET_TRITON) and "-block" not in c.id)) is None

@@ -709,8 +709,9 @@ def interpret_refusal(target, case) -> str | None:
         return None
     if case.id.startswith(INTERPRET_TRITON) and "-block" not in case.id:
         return None
-    return (f"the interpret tier runs one distribution case per Triton sampler ({', '.join(INTERPRET_TRITON)}, "
-            "without block verification; Triton's interpreter: 12-40 ms a row); this cell runs on the device tier")
+    own = [p for p in INTERPRET_TRITON if p.split("-", 1)[0] == case.id.split("-", 1)[0]]  # this sampler's case
+    return (f"the interpret tier runs one distribution case per Triton sampler ({', '.join(own) or 'none'} for this "
+            "one, without block verification; Triton's interpreter: 12-40 ms a row); this cell runs on the device tier")
 
 
 def tree_distribution_cases(ctx: CaseContext | None = None, rows: int | None = None) -> tuple[SamplingCase, ...]:
