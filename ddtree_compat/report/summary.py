@@ -69,7 +69,8 @@ class Summary:
         known: ``(issue id, column, status)`` -> cells.
         known_info: issue id -> ``{"reason", "source", "strict"}`` (and ``"sources"``, one link per build, where
             the entry gives them) from the ``env`` lines (``strict`` absent in files written before it: strict).
-        backends: column -> the backend its cells ran on (a known issue's link is chosen by backend).
+        backends: column -> the backend its known-issue cells ran on (set only for such columns; a known issue's
+            link is chosen by backend: :func:`known_rows`).
         failures: cells that failed without a known issue covering them.
         xpassed: cells that passed although a strict known issue covers them (the kernel looks fixed); a
             non-strict entry's pass (its bug depends on the draw or the build) is counted in ``known`` only.
