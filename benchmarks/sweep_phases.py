@@ -47,6 +47,11 @@ ENV_DIR = "SWEEP_PHASES_DIR"
 """The folder each probed pytest process writes its JSON-lines file into."""
 PROBE_MODULE = "_sweep_phases_probe"
 """The name this file is copied under to be loaded with ``-p``."""
+FRESH_CACHES = {"TRITON_CACHE_DIR": "triton", "TVM_FFI_CACHE_DIR": "tvm-ffi", "SGLANG_JIT_CACHE_DIR": "sglang-jit",
+                "FLASHINFER_WORKSPACE_BASE": "flashinfer"}
+"""The compile caches a run gets fresh (unless ``--shared-caches``), one folder each: Triton's kernels, tvm-ffi's JIT
+builds (SGLang's JIT kernels: the CUDA verify, the tree sampler), SGLang's own JIT cache (newer releases) and
+FlashInfer's JIT workspace."""
 TESTS_PLACES = ("tests/kernels", "ddtree_compat/kernel_tests")
 """Where a checkout keeps the kernel tests (the checkout's folder, or the wheel's subpackage)."""
 
@@ -465,9 +470,9 @@ def run_once(label: str, repo: Path, args: list[str], run_dir: Path, pytest_mode
     cmd, results = command(repo, args, run_dir, pytest_mode)
     env = {**os.environ, ENV_DIR: str(probe_dir), "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join([str(repo), str(module_dir), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    cache = tempfile.mkdtemp(prefix="sweep-phases-triton-") if fresh_cache else None
-    if cache:
-        env["TRITON_CACHE_DIR"] = cache
+    cache = tempfile.mkdtemp(prefix="sweep-phases-caches-") if fresh_cache else None
+    if cache:  # every compile cache a first run fills, empty: as on a fresh machine
+        env.update({var: str(Path(cache) / sub) for var, sub in FRESH_CACHES.items()})
     print(f"[{label}] in {repo}: {shlex.join(cmd)}", flush=True)
     lines: list[tuple[float, str]] = []
     launched = time.time()
@@ -539,8 +544,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1,
                    help="run the checkouts alternately N times; each checkout's (lower) median-wall run is reported")
     p.add_argument("--work-dir", help="where the runs' probe files, logs and results go (default: a new temp dir)")
-    p.add_argument("--shared-triton-cache", action="store_true",
-                   help="use the environment's Triton cache (default: a fresh TRITON_CACHE_DIR per run)")
+    p.add_argument("--shared-caches", "--shared-triton-cache", action="store_true", dest="shared_caches",
+                   help="use the environment's Triton and JIT caches (default: fresh ones per run: "
+                        + ", ".join(FRESH_CACHES) + ")")
     p.add_argument("--out", help="also write the tables (Markdown) here")
     args = p.parse_args(ours)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="sweep-phases-")).resolve()
@@ -551,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         for label, repo in repos:
             if not stop:
                 run = run_once(label, repo, sweep_args, work / f"{label}-{n}", args.pytest,
-                               not args.shared_triton_cache)
+                               not args.shared_caches)
                 stop = run["interrupted"]
                 if "failed" not in run:
                     runs[label].append(run)

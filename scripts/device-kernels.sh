@@ -29,6 +29,9 @@ fi
 SITE=${SITE:+$SITE:}/tmp/whl-site
 export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1
+NO_ATTENTION="not verify_attention"
+# (the default and phases steps: the scale slice's attention cells run with the other verify-attention cells, in the
+# flashinfer and fa3 steps, where FlashInfer's JIT build and FA3's kernels are paid for anyway)
 sweep() {  # NAME PYTHONPATH ARGS...
   local name=$1 path=$2; shift 2
   local start=$SECONDS
@@ -44,29 +47,26 @@ while [ $# -gt 0 ]; do
       IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
       DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE" --tests tests/kernels/test_ddtree.py \
         -- --ddtree-static=off ;;
-    default)  # the default kernel sweep (verify + commit + graphs + properties), as in session 3
+    default)  # the default kernel sweep (verify + commit + graphs + properties + sampling + the scale slice), as in
+      # session 3: verify attention (its slice cells too) is the flashinfer / fa3 steps', the DDTree kernels the ddtree step's
       sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
-        --ignore=tests/kernels/test_ddtree.py ;;
-    phases)  # the default sweep's wall time phase by phase (issue 25), for this tree and, when there, the before
-      # tree (b1d9ac2) at /tmp/before, unpacked from .carry/before.tar.gz (git archive: the device copy has no history)
-      if [ ! -d /tmp/before ] && [ -f .carry/before.tar.gz ]; then
-        mkdir -p /tmp/before && tar -C /tmp/before -xzf .carry/before.tar.gz
-      fi
-      # and the session-9 tree (4c46606) at /tmp/session9 when .carry/session9.tar.gz is carried
-      if [ ! -d /tmp/session9 ] && [ -f .carry/session9.tar.gz ]; then
-        mkdir -p /tmp/session9 && tar -C /tmp/session9 -xzf .carry/session9.tar.gz
-      fi
-      repos=(--repo after=.)
-      [ -d /tmp/session9 ] && repos=(--repo session9=/tmp/session9 "${repos[@]}")
-      [ -d /tmp/before ] && repos=(--repo before=/tmp/before "${repos[@]}")
-      # PHASES_TAG names this run's files (phases$TAG.md); PHASES_EXTRA adds pytest options to every sweep
-      # (e.g. "-n 14": more workers, still --dist worksteal); PHASES_FLAGS adds sweep_phases.py options (e.g.
-      # "--rounds 2 --shared-triton-cache": a cold run, then one on the caches it filled)
+        --ignore=tests/kernels/test_ddtree.py -k "$NO_ATTENTION" ;;
+    phases)  # the default sweep's wall time phase by phase (issue 25), for this tree and, before it, each tree carried
+      # as .carry/tree-LABEL.tar.gz (a git archive: the device copy has no history), unpacked into /tmp/tree-LABEL
+      repos=()
+      for tarball in .carry/tree-*.tar.gz; do
+        [ -f "$tarball" ] || continue
+        label=$(basename "$tarball" .tar.gz); label=${label#tree-}
+        [ -d "/tmp/tree-$label" ] || { mkdir -p "/tmp/tree-$label" && tar -C "/tmp/tree-$label" -xzf "$tarball"; }
+        repos+=(--repo "$label=/tmp/tree-$label")
+      done
+      repos+=(--repo after=.)
       start=$SECONDS tag=${PHASES_TAG:-}
       # shellcheck disable=SC2086
       PYTHONPATH=$SITE timeout -s INT "${STEP_S:-480}" python3 benchmarks/sweep_phases.py "${repos[@]}" ${PHASES_FLAGS:-} \
         --work-dir "/tmp/phases$tag" --out "$OUT/phases$tag.md" -- --tier device --timeout 60 -- --ddtree-static=off \
-        --ignore=tests/kernels/test_verify_attention.py --ignore=tests/kernels/test_ddtree.py ${PHASES_EXTRA:-} \
+        --ignore=tests/kernels/test_verify_attention.py --ignore=tests/kernels/test_ddtree.py -k "$NO_ATTENTION" \
+        ${PHASES_EXTRA:-} \
         > "$OUT/phases$tag.log" 2>&1
       echo "phases$tag exit $? in $((SECONDS - start)) s" >> "$OUT/steps.txt"
       # the runs' data in one file ($OUT brings back 8 files at most): probe lines, timestamped logs, results
@@ -83,7 +83,8 @@ while [ $# -gt 0 ]; do
       . /tmp/ddt/env.sh
       FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a} STEP_S=${STEP_S:-560} \
         sweep flashinfer "$PYTHONPATH:/tmp/whl-site" --backend flashinfer --timeout 400 \
-        --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
+        --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device \
+        tests/kernels/test_scale.py ;;
     fa3)  # FA3 verify attention through a DDTree implementation's FA metadata (rancy-ddtree-v2), over the attention
       # device profile; needs sgl-kernel's flash_ops (stripped from the carry: scripts/build-fa3-carry.sh's parts,
       # staged before scripts/ddtree-device-setup.sh, which puts it next to the DDTree carry's sgl_kernel)
@@ -93,7 +94,8 @@ while [ $# -gt 0 ]; do
         echo "no flash_ops.abi3.so: every fa3 cell a skip (stage scripts/build-fa3-carry.sh's parts before set-up)"
       STEP_S=${STEP_S:-300} DDTREE_IMPLS=/tmp/ddt/impl/rancy-ddtree-v2 \
         sweep fa3 "$PYTHONPATH:/tmp/whl-site" --backend ddtree-impl:/tmp/ddt/impl/rancy-ddtree-v2 --timeout 200 \
-        --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device ;;
+        --tests tests/kernels/test_verify_attention.py -- --ddtree-static=off --ddtree-attention-profile device \
+        tests/kernels/test_scale.py -k verify_attention ;;
     graph-replay)  # each CUDA-graph fault of the ddtree step's results (kernel@graph) replayed as its pytest cell
       # (a graph round has no record: its replay line is the node id); the replayed outcome goes to steps.txt
       mkdir -p /tmp/impls

@@ -15,6 +15,9 @@ from ..tiers import E2E, STATIC, TIERS, Target
 EMULATED = "emulated"
 LONG = "long"
 """A test that takes seconds on its own: :mod:`.schedule` starts it first."""
+SERIAL = "serial"
+"""A test that holds tens of GiB of GPU memory (the slice's deployment-shape cells): :mod:`.schedule` runs them one
+after another on one worker, started first."""
 TIER_HELP = {
     "interpret": "DDTree interpret tier (Triton under TRITON_INTERPRET=1 on the CPU)",
     "device": "DDTree device tier (each visible GPU)",
@@ -45,6 +48,8 @@ def register(config: pytest.Config, extra_archs: tuple[tuple[str, str], ...] = (
                                        "(verify attention, kernel verify_attention@emulated-<arch>)")
     config.addinivalue_line("markers", f"{LONG}: takes seconds on its own (a compile, a property test); started first, "
                                        "one at the head of each xdist worker's share")
+    config.addinivalue_line("markers", f"{SERIAL}: holds tens of GiB of GPU memory (a deployment-shape cell outside "
+                                       "the scale profile); these run one after another on one xdist worker, first")
     config.addinivalue_line("markers", "ddtree_needs(kernel, ...): a test taking only ddtree_target and ddtree_backend "
                                        "runs on the backends implementing these kernels")
     register_archs(config, extra_archs)

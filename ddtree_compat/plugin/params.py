@@ -5,11 +5,11 @@ A test that asks for ``ddtree_target`` and ``ddtree_backend`` plus a record's ca
 is parametrized over target x backend (those implementing the kernel) x the record's cases; with
 ``ddtree_kernel`` too, over every record sharing that argument, the kernel in the id. Ids read like
 the matrix: ``sm90-sglang-cuda-b8-spine-deep-bs3``, ``interpret-oracle-move_kv-b8-...``. Marks: the
-tier, the arch and its family, the emulated arch's for a case that runs another arch's choice, and
-``xfail(strict=True)`` for a cell the known-issues manifest covers. A test asking only for target and
-backend brings its own cases and gets the backends with the kernels its ``ddtree_needs`` marker names.
-``ddtree_static_cell`` and
-``ddtree_e2e_cell`` are the static and e2e tiers' (:mod:`.static`, :mod:`.e2e`).
+tier, the arch and its family, the emulated arch's for a case that runs another arch's choice, ``serial``
+for a deployment-shape cell outside the ``scale`` profile (:mod:`.schedule`), and ``xfail(strict=True)``
+for a cell the known-issues manifest covers. A test asking only for target and backend brings its own
+cases and gets the backends with the kernels its ``ddtree_needs`` marker names. ``ddtree_static_cell``
+and ``ddtree_e2e_cell`` are the static and e2e tiers' (:mod:`.static`, :mod:`.e2e`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from .cells import known_issue
-from .markers import EMULATED, arch_marks, target_marks
+from .markers import EMULATED, SERIAL, arch_marks, target_marks
 from .session import NO_IMPLEMENTATION, active, suite
 
 TARGET, BACKEND, KERNEL = "ddtree_target", "ddtree_backend", "ddtree_kernel"
@@ -31,6 +31,8 @@ def _param(sess, target, backend, record, case, with_kernel: bool):
     emulated = record.emulates(case) if record.emulates else None
     if emulated:
         marks += [getattr(pytest.mark, EMULATED), *arch_marks(emulated)]
+    if record.table == "scale" and sess.profile != "scale":  # the slice's deployment shapes: one at a time
+        marks.append(getattr(pytest.mark, SERIAL))
     issue = known_issue(sess, target, backend, record.label_of(case), case)
     if issue is not None:
         marks.append(pytest.mark.xfail(strict=issue.strict, reason=issue.describe(backend.name)))

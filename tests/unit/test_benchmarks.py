@@ -281,3 +281,37 @@ def test_scale_cost_reads_a_committed_h200_run():
     text = module.table([str(ROOT / "docs/results/2026-12-04-sm90-scale-run4.jsonl.gz")])
     assert "| tree_speculative_sampling | sglang-cuda | 75 | 0 | 27.7 | 32.8 |" in text
     assert "| 75 | 40 |" in text
+
+
+CACHE_REPORT = """
+import json
+import os
+import pathlib
+
+
+def test_caches():
+    pathlib.Path(os.environ["CACHES_OUT"]).write_text(json.dumps({{v: os.environ.get(v) for v in {names!r}}}))
+"""
+
+
+@pytest.mark.parametrize("fresh", [True, False])
+def test_each_run_gets_fresh_triton_and_jit_caches_unless_shared(phases, tmp_path, monkeypatch, fresh):
+    """A run's compile caches (Triton, tvm-ffi, SGLang's JIT, FlashInfer's) are fresh folders, as on a fresh machine
+    (a JIT build paid by the first run would otherwise make the second look faster); ``--shared-caches`` keeps the
+    environment's."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "test_caches.py").write_text(CACHE_REPORT.format(names=sorted(phases.FRESH_CACHES)))
+    out = tmp_path / "caches.json"
+    monkeypatch.setenv("CACHES_OUT", str(out))
+    for var in phases.FRESH_CACHES:
+        monkeypatch.setenv(var, f"/shared/{var}")
+    run = phases.run_once("x", repo, ["test_caches.py", "-p", "no:cacheprovider", "-p", "no:randomly"],
+                          tmp_path / "run", True, fresh)
+    assert run["exit"] == 0, run
+    seen = json.loads(out.read_text())
+    if fresh:
+        assert all(not seen[v].startswith("/shared/") for v in phases.FRESH_CACHES), seen
+        assert len({str(Path(p).parent) for p in seen.values()}) == 1, "one fresh folder per run"
+    else:
+        assert seen == {v: f"/shared/{v}" for v in phases.FRESH_CACHES}

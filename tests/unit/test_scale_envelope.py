@@ -140,6 +140,35 @@ def test_the_plugin_skips_a_cell_past_a_failure_another_process_appended(pyteste
     assert "past the envelope: batch 508 of this shape already failed (fault)" in text and "device only" in text
 
 
+@pytest.mark.parametrize("profile", ["default", "scale"])
+def test_the_slices_cells_are_serial_and_start_first_the_scale_profile_keeps_its_order(pytester, profile):
+    """Outside the ``scale`` profile a deployment-shape cell is marked ``serial`` (:mod:`ddtree_compat.plugin.schedule`:
+    one block at the head of one worker's share); the ``scale`` profile's cells keep the collection order."""
+    from pathlib import Path
+
+    pytester.makepyfile(test_scale=(Path(__file__).parents[1] / "kernels" / "test_scale.py").read_text(),
+                        test_a="def test_first():\n    pass\n", conftest=MARKS_PROBE)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0", "--collect-only",
+                                           "-q", "--ddtree-backend=sglang-triton", "--ddtree-results=",
+                                           f"--ddtree-profile={profile}")
+    marked = [ln.split(" ", 1)[1] for ln in result.outlines if ln.startswith("SERIAL ")]
+    ids = [ln for ln in result.outlines if "::" in ln and not ln.startswith("SERIAL ")]
+    cells = [i for i in ids if "@scale" in i]
+    assert cells and "test_a.py::test_first" in ids
+    if profile == "scale":
+        assert ids[0] == "test_a.py::test_first" and not marked
+    else:
+        assert ids[:len(cells)] == cells and sorted(marked) == sorted(cells)
+
+
+MARKS_PROBE = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        if item.get_closest_marker("serial") is not None:
+            print("SERIAL", item.nodeid)
+"""
+
+
 def test_a_failure_past_everything_the_baseline_ran_is_no_shrink():
     before = envelopes([_cell(508, "pass")])[0]
     assert shrunk(before, envelopes([_cell(508, "pass"), _cell(1015, "wrong")])[0]) is None

@@ -67,6 +67,25 @@ def test_each_long_test_starts_a_share_and_the_others_keep_their_order(n, worker
     assert sum(counts) == n_long and max(counts) - min(counts) <= 1, counts
 
 
+@pytest.mark.parametrize("n,workers", [(200, 14), (200, 4), (60, 1)])
+def test_the_serial_tests_run_together_in_order_at_the_head_of_one_share(n, workers):
+    items = [f"t{i}" for i in range(n)]
+    serial = items[40:50]  # collected mid-way, as the slice's deployment-shape cells are
+    long = {items[5], items[-1]}  # one before them, one after
+    out = long_first(items, lambda i: i in long, workers, lambda i: i in serial)
+    assert sorted(out) == sorted(items)
+    first = out.index(serial[0])
+    assert out[first:first + len(serial)] == serial, "one block, in collection order"
+    starts = [sum(shares(n, workers)[:k]) for k in range(workers)]
+    assert out[0] == items[5], "the long tests are dealt as before, the first to the first share"
+    if workers == 1:  # the long tests first, then the serial block
+        assert out[:len(serial) + 2] == [items[5], items[-1], *serial]
+    if workers > 2:  # the block is dealt after the two long tests: the third share's head
+        assert out[starts[1]] == items[-1] and first == starts[2]
+    rest = [i for i in out if i not in long and i not in serial]
+    assert rest == [i for i in items if i not in long and i not in serial]
+
+
 def test_no_long_test_keeps_the_order():
     items = list(range(10))
     assert long_first(items, lambda i: False, 4) == items
