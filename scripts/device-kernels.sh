@@ -57,7 +57,10 @@ while [ $# -gt 0 ]; do
       for tarball in .carry/tree-*.tar.gz; do
         [ -f "$tarball" ] || continue
         label=$(basename "$tarball" .tar.gz); label=${label#tree-}
-        [ -d "/tmp/tree-$label" ] || { mkdir -p "/tmp/tree-$label" && tar -C "/tmp/tree-$label" -xzf "$tarball"; }
+        if [ ! -d "/tmp/tree-$label" ]; then  # with its bytecode, as this tree's (the host writes none)
+          mkdir -p "/tmp/tree-$label" && tar -C "/tmp/tree-$label" -xzf "$tarball"
+          (cd "/tmp/tree-$label" && bash "$OLDPWD/scripts/device-bytecode.sh" ddtree_compat tests benchmarks)
+        fi
         repos+=(--repo "$label=/tmp/tree-$label")
       done
       repos+=(--repo after=.)
