@@ -171,6 +171,20 @@ def pictured(results: Results) -> dict[str, list[ResultRecord]]:
     return {t: out[t] for t in PICTURED if t in out}
 
 
+UNDRAWN = {"static": "static", "attention": "verify-attention", "scale": "deployment-shape", "e2e": "e2e"}
+"""The words for the tables whose cells the picture leaves to the report (others: ``other``)."""
+
+
+def undrawn_kinds(results: Results, panels: dict[str, list[ResultRecord]]) -> str:
+    """Which kinds of cell the picture leaves out, in the report's table order: ``static and e2e``,
+    ``static, verify-attention and deployment-shape`` (``""``: none)."""
+    drawn = {id(r) for recs in panels.values() for r in recs}
+    tables = {table_of(r) for r in results.records if id(r) not in drawn}
+    order = [*UNDRAWN, *sorted(tables - set(UNDRAWN))]
+    words = list(dict.fromkeys(UNDRAWN.get(t, "other") for t in order if t in tables))
+    return " and ".join(filter(None, [", ".join(words[:-1]), *words[-1:]]))
+
+
 def _title(results: Results) -> str:
     """The picture's title, as the report's: what was tested, the results file(s), what was not tested (names;
     the report says why), a partial run."""
@@ -212,7 +226,7 @@ def render_summary(results: Results, path: str | os.PathLike | None = None, titl
     drawn = sum(map(len, panels.values()))
     if drawn < len(results.records):  # the report's totals count every cell: say which part is drawn
         title += (f"\n{drawn} of the {len(results.records)} cells drawn (those with a budget and a topology; the "
-                  "static, verify-attention and e2e cells are in the report's tables)")
+                  f"{undrawn_kinds(results, panels)} cells are in the report's tables)")
     chars = int(width * DPI / 8.5)  # a bold 11 pt character (15 px at 100 dpi) is about 8.5 px wide on average
     fig.suptitle("\n".join(textwrap.fill(line, chars) for line in title.splitlines()), fontsize=11, fontweight="bold")
     shown = {cell_status(r) for recs in panels.values() for r in recs}

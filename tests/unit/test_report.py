@@ -404,3 +404,24 @@ def test_distribution_cells_get_their_law_test_table_only_when_a_cell_measured_o
     without = load([_run_file(tmp_path / "plain.jsonl", [{}, {**law, "outcome": "pass", "measured": {}}])])
     assert "Distribution cells" not in render_markdown(without)
     assert "Distribution cells" not in render_html(without, png=b"")
+
+
+def test_the_pictures_caption_names_only_the_kinds_of_cell_it_leaves_out(tmp_path):
+    """The H200 run's graph cells have no budget: a picture of it names only what it lacks, never e2e tables a
+    CPU or kernel-only report does not have."""
+    from ddtree_compat.report.picture import pictured, undrawn_kinds
+
+    def plant(tier):
+        def edit(o):
+            if o["kind"] == "result" and o["kernel"] == "move_kv" and o["backend"] == "sglang-torch":
+                return {**o, "tier": tier, "budget": None, "topology": None}
+            return o
+        return edit
+    whole = load([H200])
+    assert undrawn_kinds(whole, pictured(whole)) == ""
+    with_static = load([edited(H200, tmp_path / "s.jsonl", plant("static"))])
+    assert undrawn_kinds(with_static, pictured(with_static)) == "static"
+    e2e = {"tier": "e2e", "budget": None, "topology": None}
+    both = load([edited(tmp_path / "s.jsonl", tmp_path / "b.jsonl",
+                        lambda o: {**o, **e2e} if o.get("kernel") == "bonus_tokens" else o)])
+    assert undrawn_kinds(both, pictured(both)) == "static and e2e"
