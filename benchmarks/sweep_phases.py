@@ -399,8 +399,8 @@ def comparison(labels: list[str], runs: list[dict]) -> str:
 
     out = ["### Side by side (seconds; worker rows ÷ workers)", "", head, rule,
            row("**wall total**", [r["wall"] for r in runs])]
-    for i, (name, _) in enumerate(runs[0]["path"]):
-        out.append(row(f"wall: {name}", [r["path"][i][1] for r in runs]))
+    for name, _ in runs[0]["path"]:  # (a run the interrupt cut may lack the later spans: 0 there)
+        out.append(row(f"wall: {name}", [dict(r["path"]).get(name, 0.0) for r in runs]))
     for i, (name, _, _) in enumerate(runs[0]["work"]):
         out.append(row(f"workers, ÷ n: {name.strip()}", [r["work"][i][1] / r["workers"] for r in runs]))
     for i, (name, _, m) in enumerate(runs[0]["work"]):
@@ -562,8 +562,9 @@ def main(argv: list[str] | None = None) -> int:
                 if "failed" not in run:
                     runs[label].append(run)
     chosen = []
-    for label, _ in repos:
-        ordered = sorted(runs[label], key=lambda r: r["wall"])
+    for label, _ in repos:  # a run the interrupt cut short is reported only where its checkout has no whole run
+        whole = [r for r in runs[label] if not r["interrupted"]] or runs[label]
+        ordered = sorted(whole, key=lambda r: r["wall"])
         if ordered:
             chosen.append(ordered[(len(ordered) - 1) // 2])
     text = [f"## Sweep phases, {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()}, {os.cpu_count()} CPUs, "

@@ -10,12 +10,20 @@ all on one CUDA device. One CUDA thread walks each request.
 
 from __future__ import annotations
 
+import math
+
 from ..contract import Backend, KernelImpl, locate
 from ..families.sampling.places import TREE_SAMPLING
 from ..families.sampling.records import TREE as TREE_SAMPLING_KERNEL
 from ..families.verify.places import VERIFY_CUDA as PLACES
 from ..families.verify.records import VERIFY
 from ..static.kernels import SGL_KERNEL_OPS, SGLANG_TREE_SAMPLING_CUDA, SGLANG_VERIFY_CUDA
+
+
+def sampler_build(case) -> int:
+    """The tree sampler's JIT instance a case needs: SGLang's wrapper builds one module per ``vec_size =
+    gcd(4, V)`` (``deterministic`` is always true here), about 24 s of nvcc on first use."""
+    return math.gcd(4, case.vocab)
 
 
 class SGLangCudaBackend(Backend):
@@ -26,7 +34,7 @@ class SGLangCudaBackend(Backend):
                        # DDTree trees' verify path imports, read from the library each arch loads
                        static=(SGLANG_VERIFY_CUDA, SGL_KERNEL_OPS)),
         KernelImpl(TREE_SAMPLING_KERNEL, "cuda", what="tvm-ffi JIT CUDA kernel on FlashInfer's headers",
-                   places=TREE_SAMPLING, static=(SGLANG_TREE_SAMPLING_CUDA,)),
+                   places=TREE_SAMPLING, static=(SGLANG_TREE_SAMPLING_CUDA,), build_key=sampler_build),
     )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,

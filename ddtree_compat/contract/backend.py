@@ -46,6 +46,10 @@ class KernelImpl:
         refuse: ``(target, case) -> reason | None``: cases this implementation cannot run on a target
             (bf16 under Triton's interpreter).
         static: static-tier entries (:mod:`ddtree_compat.static.kernels`) compiled for every arch.
+        build_key: ``case -> key`` for a kernel built on first use (a JIT module per template instance): cells
+            with one key share one build, and :mod:`ddtree_compat.plugin.schedule` starts the first cell of each
+            key with the long tests, so the builds overlap the small cells instead of stalling every worker that
+            reaches one. ``None``: built ahead of time, or one build for every case.
     """
 
     kernel: str
@@ -54,6 +58,7 @@ class KernelImpl:
     places: tuple = ()
     refuse: Callable | None = None
     static: tuple = ()
+    build_key: Callable | None = None
 
     @property
     def graph_capturable(self) -> bool:

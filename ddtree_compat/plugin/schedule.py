@@ -15,9 +15,16 @@ the first call of a JIT-built kernel) count as one more long test, dealt after t
 order, at the head of one share, so one worker runs them one after another from the start. The GPU then holds
 one such cell at a time (side by side, the slice's cells need more than an H200's memory and would skip for
 it), and their JIT builds overlap the short cells instead of trailing them (on the H200 the tree sampler's
-first cell took 23.6 s, stolen 32 s in)."""
+first cell took 23.6 s, stolen 32 s in).
+
+A kernel built on first use (a JIT module per template instance, :attr:`ddtree_compat.contract.KernelImpl.build_key`)
+counts its first device cell of each build as a long test: on the H100 every worker that reached SGLang's tree
+sampler 30 s in waited about 24 s for a build (two waves, one per vocabulary's ``vec_size``); started first, the
+builds overlap the small cells and the later cells find them in the cache."""
 
 from __future__ import annotations
+
+from itertools import islice
 
 import pytest
 
@@ -55,7 +62,7 @@ def long_first(items: list, is_long, workers: int, is_serial=None) -> list:
     out = []
     for head, size in zip(heads, sizes):
         out += head
-        out += [next(rest) for _ in range(max(0, size - len(head)))]
+        out += islice(rest, max(0, size - len(head)))  # (fewer left than room: a share holding no long test)
     out += list(rest)  # a share smaller than its long tests: the rest go after
     return out
 
@@ -66,11 +73,45 @@ def worker_count(config: pytest.Config) -> int:
     return int(getattr(config, "workerinput", {}).get("workercount", 1))
 
 
+def build_of(item: pytest.Item) -> tuple | None:
+    """The first-use build a device cell needs, ``(backend, kernel, key)``, or ``None`` (no such build, not a
+    device cell)."""
+    from .. import records
+    from ..contract import implementation
+    from .cells import item_params
+
+    params = item_params(item)
+    backend, target = params.get("ddtree_backend"), params.get("ddtree_target")
+    if backend is None or getattr(target, "tier", "") != "device":
+        return None
+    case_param = next(iter(records.case_params() & params.keys()), None)
+    if case_param is None or params[case_param] is None:
+        return None
+    kernel = params.get("ddtree_kernel") or records.for_param(case_param)[0].name
+    impl = implementation(backend, kernel)
+    if impl is None or impl.build_key is None:
+        return None
+    return backend.name, impl.kernel, impl.build_key(params[case_param])
+
+
+def first_builds(items: list) -> set[int]:
+    """``id`` of each item that is the first (in collection order) of its build (:func:`build_of`)."""
+    seen, out = set(), set()
+    for item in items:
+        build = build_of(item)
+        if build is not None and build not in seen:
+            seen.add(build)
+            out.add(id(item))
+    return out
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Long tests first, one at the head of each worker's share, the serial ones together at one head (after every
-    deselection)."""
+    """Long tests and each first-use build's first cell first, one at the head of each worker's share, the serial
+    ones together at one head (after every deselection)."""
     if active(config) is None:
         return
-    items[:] = long_first(items, lambda i: i.get_closest_marker(LONG) is not None, worker_count(config),
-                          lambda i: i.get_closest_marker(SERIAL) is not None)
+    serial = {id(i) for i in items if i.get_closest_marker(SERIAL) is not None}
+    builds = first_builds([i for i in items if id(i) not in serial])
+    items[:] = long_first(items, lambda i: i.get_closest_marker(LONG) is not None or id(i) in builds,
+                          worker_count(config), lambda i: id(i) in serial)

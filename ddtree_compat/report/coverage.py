@@ -132,8 +132,11 @@ def _untested_kernels(s: Summary, untested_families: set[str]) -> list[str]:
         tiers = "/".join(sorted({r.tier for r in cells}))
         if not _ran(cells):
             if backend in ran_static:  # else the backend's own line says it
+                apart = sum(1 for r in s.records if r.backend == backend and kernel_run(r)) - len(cells)
+                elsewhere = (f" (its other {apart:,} kernel cells, CUDA-graph or of a family not tested, are in those "
+                             "lines)" if apart else "")
                 lines.append(f"{backend}'s kernel cells on {tiers}: none ran (only its static builds did) — "
-                             f"{_skipped(cells)}")
+                             f"{_skipped(cells)}{elsewhere}")
             continue
         for kernel, mine in _grouped(cells, lambda r: r.kernel).items():
             if not _ran(mine):

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 from xdist.scheduler.worksteal import WorkStealingScheduling
 
-from ddtree_compat.plugin.schedule import long_first, shares
+from ddtree_compat.plugin.schedule import first_builds, long_first, shares
 
 from .conftest import VERIFY_TEST
 
@@ -86,6 +86,17 @@ def test_the_serial_tests_run_together_in_order_at_the_head_of_one_share(n, work
     assert rest == [i for i in items if i not in long and i not in serial]
 
 
+@pytest.mark.parametrize("n,workers,n_long", [(4, 14, 3), (2, 14, 2), (16, 14, 15)])
+def test_a_collection_smaller_than_the_workers_keeps_every_test_once(n, workers, n_long):
+    """A resume pass re-collects a few cells and the long tests for 14 workers: most shares are empty, and long
+    tests dealt to empty shares leave fewer short tests than the other shares have room for (this raised
+    StopIteration at collection, an INTERNALERROR of every worker, on the H100)."""
+    items = [f"t{i}" for i in range(n)]
+    long = set(items[:n_long])
+    out = long_first(items, lambda i: i in long, workers, lambda i: i == items[-1])
+    assert sorted(out) == sorted(items)
+
+
 def test_no_long_test_keeps_the_order():
     items = list(range(10))
     assert long_first(items, lambda i: False, 4) == items
@@ -153,3 +164,28 @@ def test_under_xdist_each_worker_puts_one_long_test_at_the_head_of_each_share(py
     first, second = 0, shares(len(order), 2)[0]
     assert order[first].endswith("test_z_long.py::test_compile_a"), order
     assert order[second].endswith("test_z_long.py::test_compile_b"), order
+
+
+def _cell(tier: str, backend, vocab: int, kernel: str = "tree_speculative_sampling"):
+    """A stand-in collected cell: the parameters the plugin gives a sampling test."""
+    from ddtree_compat.families.sampling.records import SamplingCase
+    from ddtree_compat.tiers import Target
+
+    target = Target(tier, "cuda:0" if tier == "device" else "cpu", "sm90" if tier == "device" else None)
+    case = SamplingCase("tree", "exact", "chain", 3, "onehot", vocab=vocab)
+    return SimpleNamespace(callspec=SimpleNamespace(params={
+        "ddtree_target": target, "ddtree_backend": backend, "ddtree_kernel": kernel, "ddtree_sampling_case": case}))
+
+
+def test_the_first_device_cell_of_each_jit_build_is_started_first():
+    """SGLang's tree sampler builds one JIT module per gcd(4, V): the first device cell of each (V 1024 and 16
+    share one) is long; a second cell of a build, another tier's cells and a kernel built ahead of time are not."""
+    from ddtree_compat.backends.sglang_cuda import SGLangCudaBackend
+    from ddtree_compat.backends.sglang_triton import SGLangTritonBackend
+
+    cuda, triton = SGLangCudaBackend(), SGLangTritonBackend()
+    items = [_cell("device", cuda, 1024), _cell("device", cuda, 16), _cell("device", cuda, 18),
+             _cell("device", cuda, 17), _cell("device", cuda, 4100), _cell("interpret", cuda, 18),
+             _cell("device", triton, 17, "chain_speculative_sampling")]
+    assert first_builds(items) == {id(items[0]), id(items[2]), id(items[3])}
+    assert first_builds(items[1:]) == {id(items[1]), id(items[2]), id(items[3])}

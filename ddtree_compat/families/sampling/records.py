@@ -89,7 +89,6 @@ class SamplingCase(FlatCase):
 
     SCHEMA = SCHEMA
     KIND = "sampling"
-    KIND = "sampling"
 
     sampler: str
     kind: str
