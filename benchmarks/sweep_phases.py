@@ -548,11 +548,19 @@ def main(argv: list[str] | None = None) -> int:
                    help="use the environment's Triton and JIT caches (default: fresh ones per run: "
                         + ", ".join(FRESH_CACHES) + ")")
     p.add_argument("--out", help="also write the tables (Markdown) here")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: the tables of the runs already in --work-dir (their summary.json; a device call "
+                        "cut before the tables were printed), the checkouts in --repo's order, labels only")
     args = p.parse_args(ours)
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="sweep-phases-")).resolve()
     repos = [_label(r) for r in args.repo]
     runs: dict[str, list[dict]] = {label: [] for label, _ in repos}
-    stop = False
+    stop = args.report_only
+    if args.report_only:
+        for done in sorted(work.glob("*-*/summary.json")):
+            summary = json.loads(done.read_text())
+            runs.setdefault(summary["label"], []).append(summary)
+        repos = [(label, path) for label, path in repos if runs.get(label)]
     for n in range(args.rounds):
         for label, repo in repos:
             if not stop:
@@ -570,6 +578,9 @@ def main(argv: list[str] | None = None) -> int:
     text = [f"## Sweep phases, {time.strftime('%Y-%m-%d %H:%M')} on {platform.node()}, {os.cpu_count()} CPUs, "
             f"load average {os.getloadavg()[0]:.1f} at the end", "",
             f"Sweep arguments: `{shlex.join(sweep_args)}`{' (pytest)' if args.pytest else ''}", ""]
+    if args.report_only:  # the host and arguments of the runs are not this one's
+        text = [f"## Sweep phases, the runs in {work} (their summary.json), re-read "
+                f"{time.strftime('%Y-%m-%d %H:%M')}", ""]
     for s in chosen:
         walls = ", ".join(f"{r['wall']:.1f}" for r in runs[s["label"]])
         cut = ", interrupted" if s["interrupted"] else ""

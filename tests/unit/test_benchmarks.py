@@ -315,3 +315,22 @@ def test_each_run_gets_fresh_triton_and_jit_caches_unless_shared(phases, tmp_pat
         assert len({str(Path(p).parent) for p in seen.values()}) == 1, "one fresh folder per run"
     else:
         assert seen == {v: f"/shared/{v}" for v in phases.FRESH_CACHES}
+
+
+def test_report_only_reads_back_the_runs_a_cut_call_left_and_prefers_a_whole_run(phases, run, tmp_path, capsys):
+    """``--report-only``: the tables of the runs already in the work folder; a run the interrupt cut short (20 s,
+    lower than the whole run's 40 s) is not chosen over a whole run of the same checkout."""
+    probe, results, marks = run
+    kernel = phases.read_kernel_seconds(results)[0]
+    whole = phases.aggregate(phases.read_probe(probe), kernel, 1000.0, 1040.0, marks)
+    cut = {**whole, "wall": 20.0, "path": whole["path"][:3]}
+    work = tmp_path / "work"
+    for name, summary, interrupted in (("a-0", whole, False), ("b-0", whole, False), ("b-1", cut, True)):
+        (work / name).mkdir(parents=True)
+        (work / name / "summary.json").write_text(json.dumps({
+            **summary, "label": name[0], "repo": "/r", "exit": 130 if interrupted else 0, "interrupted": interrupted,
+            "result_lines": 4, "result_kernel": 1.875}))
+    assert phases.main(["--report-only", "--work-dir", str(work), "--repo", "a=/r", "--repo", "b=/r"]) == 0
+    out = capsys.readouterr().out
+    assert "re-read" in out and "### b (/r, exit 0; runs: 40.0, 20.0 s): 40.0 s wall" in out
+    assert "| **wall total** | 40.00 | 40.00 | +0.00 |" in out
