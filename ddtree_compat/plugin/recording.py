@@ -39,7 +39,7 @@ def cell_from_params(item: pytest.Item) -> Cell | None:
     from .. import records
     from ..static.runner import StaticCell
 
-    if isinstance(params.get("ddtree_static_cell"), StaticCell):  # (an empty parameter set gives NOTSET)
+    if isinstance(params.get("ddtree_static_cell"), StaticCell):  # (None: the session has no static cell)
         from .static import static_coordinates
 
         return Cell(static_coordinates(params["ddtree_static_cell"], item.nodeid))

@@ -600,3 +600,21 @@ def test_a_process_warms_each_group_once_and_never_a_group_of_one(tmp_path):
     assert run.first_of_group(verify[1]) == verify[:2]  # sm120's two specializations
     assert run.first_of_group(verify[0]) == [] and run.first_of_group(verify[2]) == verify[2:]
     assert all(run.first_of_group(c) == [] for c in cells if c.entry is SGLANG_FRONT_OUT_TRITON)  # one spec an arch
+
+
+def test_a_session_without_static_cells_plans_none_and_says_why(pytester):
+    """``--ddtree-static=off``: the static test is one skip saying why, and no planned cell (pytest's empty parameter
+    set had counted as one planned cell that never wrote a result line: every device report read "partial, 18,627 of
+    18,628 cells")."""
+    import json
+    from pathlib import Path
+
+    pytester.makepyfile(test_static=(Path(__file__).parents[1] / "kernels" / "test_static.py").read_text())
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider", "-n", "0", "-rs",
+                                           "--ddtree-static=off", "--ddtree-results=r.jsonl",
+                                           "test_static.py::test_static")
+    result.assert_outcomes(skipped=1)
+    assert "no static cell in this session: --ddtree-static off" in result.stdout.str()
+    written = pytester.path / "r.jsonl"
+    lines = [json.loads(ln) for ln in written.read_text().splitlines()] if written.exists() else []
+    assert sum(ln.get("cells", 0) for ln in lines if ln["kind"] == "plan") == 0
