@@ -46,6 +46,17 @@ def _skipped(cells: list[ResultRecord]) -> str:
     return f"all {len(cells):,} cells skipped: {top}" + (f" ({n:,})" if others else "") + more
 
 
+def device_only_split(cells: list[ResultRecord], gpu: bool) -> str:
+    """Why skipped cells that need a GPU did not run, counted one way wherever a report says it (the deployment
+    shapes' Not-tested line, the Envelope section): ``12 device only: no GPU in this run; 4 for another reason``."""
+    device = sum("device only" in r.message or "device tier only" in r.message for r in cells)
+    why = [f"{device:,} device only" + ("" if gpu else ": no GPU in this run")] if device else []
+    if len(cells) > device:
+        why.append(f"{len(cells) - device:,} for another reason" + (", such as larger than this GPU's free memory"
+                                                                   if gpu else ""))
+    return "; ".join(why)
+
+
 def _implementations_of(results: Results) -> dict[str, dict]:
     """The DDTree implementations the runs had, by backend name (``env`` lines' ``implementations``)."""
     out: dict[str, dict] = {}
@@ -83,7 +94,12 @@ def not_tested(s: Summary) -> list[str]:
         cells = by_family.get(family, [])
         if _ran(cells):
             continue
-        why = _skipped(cells) if cells else _no_cell(family, s.results)
+        if family == "scale" and cells:  # the GPU-only family: counted as the Envelope section counts it
+            gpu = any(e.get("gpus") for e in s.results.envs.values())
+            why = (f"all {len(cells):,} cells skipped ({device_only_split(cells, gpu)}; each reason in the report's "
+                   "\"Skips by reason\")")
+        else:
+            why = _skipped(cells) if cells else _no_cell(family, s.results)
         lines.append(f"{FAMILY_TITLES.get(family, family)[:1].upper()}{FAMILY_TITLES.get(family, family)[1:]}: "
                      f"not tested — {why}")
     if _ran(by_family.get(STATIC, [])):  # else the static tier's own line says it
@@ -133,8 +149,8 @@ def _untested_kernels(s: Summary, untested_families: set[str]) -> list[str]:
         if not _ran(cells):
             if backend in ran_static:  # else the backend's own line says it
                 apart = sum(1 for r in s.records if r.backend == backend and kernel_run(r)) - len(cells)
-                elsewhere = (f" (its other {apart:,} kernel cells, CUDA-graph or of a family not tested, are in those "
-                             "lines)" if apart else "")
+                elsewhere = (f" (its other {apart:,} kernel cells are counted in the CUDA-graph line or their "
+                             "family's line)" if apart else "")
                 lines.append(f"{backend}'s kernel cells on {tiers}: none ran (only its static builds did) — "
                              f"{_skipped(cells)}{elsewhere}")
             continue

@@ -21,7 +21,7 @@ from collections import Counter
 
 from ..outcomes import WORST_FIRST
 from ..results import Results
-from .coverage import not_tested, notices, repairs, report_title, sources
+from .coverage import device_only_split, not_tested, notices, repairs, report_title, sources
 from .deployment import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, ENVELOPE_HEADER, ENVELOPE_TITLE, concurrency_rows,
                          envelope_rows)
 from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows,
@@ -174,14 +174,9 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
         lines.append("")
     elif any(r.kernel.endswith("@scale") for r in s.records):
         scale = [r for r in s.records if r.kernel.endswith("@scale")]
-        device = sum("device only" in r.message or "device tier only" in r.message for r in scale)
         gpu = any(e.get("gpus") for e in s.results.envs.values())
-        why = [f"{device} device only" + ("" if gpu else ": no GPU in this run")] if device else []
-        if len(scale) > device:
-            why.append(f"{len(scale) - device} for another reason" + (", such as larger than this GPU's free memory"
-                                                                       if gpu else ""))
         lines += ["## Envelope (deployment shapes)", "", f"No deployment-shape cell ran here: all {len(scale)} skipped "
-                  f"({'; '.join(why)}; each reason under Skips by reason), so no envelope.", ""]
+                  f"({device_only_split(scale, gpu)}; each reason under Skips by reason), so no envelope.", ""]
     concurrency = concurrency_rows(s)
     if concurrency:
         lines += [f"## {CONCURRENCY_TITLE}", ""]

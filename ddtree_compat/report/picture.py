@@ -191,7 +191,7 @@ def _title(results: Results) -> str:
     s = summarize(results)
     lines = [report_title(s), "worst outcome per budget x topology, by arch, kernel and backend"
              + (f" · from {sources(results)}" if results.sources else "")]
-    missing = [line.split(": not tested — ", 1)[0] for line in not_tested(s)]
+    missing = [line.split(" — ", 1)[0].removesuffix(": not tested") for line in not_tested(s)]  # names, not reasons
     if missing:
         lines.append(f"not tested: {', '.join(missing)} (the report says why)")
     if results.partial:

@@ -77,6 +77,9 @@ def test_a_report_where_every_deployment_shape_cell_skipped_says_so_and_draws_no
     mixed = _results(_cell(508, "skip", message="device only: ..."),
                      _cell(509, "skip", message="cannot import sglang.srt.mem_cache: No module named 'torchvision'"))
     assert "all 2 skipped (1 device only: no GPU in this run; 1 for another reason;" in render_markdown(mixed)
+    # the Not-tested line counts them the same way (it had said "device only ... (1); 1 other reason(s)")
+    assert ("- Deployment shapes: not tested — all 2 cells skipped (1 device only: no GPU in this run; 1 for another "
+            "reason;") in render_markdown(mixed)
     with pytest.raises(ValueError, match="ran"):
         render_envelope(res)
 
