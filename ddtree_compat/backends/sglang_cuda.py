@@ -21,8 +21,16 @@ from ..static.kernels import SGL_KERNEL_OPS, SGLANG_TREE_SAMPLING_CUDA, SGLANG_V
 
 
 def sampler_build(case) -> int:
-    """The tree sampler's JIT instance a case needs: SGLang's wrapper builds one module per ``vec_size =
-    gcd(4, V)`` (``deterministic`` is always true here), about 24 s of nvcc on first use."""
+    """The tree sampler's JIT instance a case needs (its :attr:`KernelImpl.build_key`).
+
+    Args:
+        case: a sampling or deployment-shape case (``case.vocab``: the vocabulary ``V`` of ``target_probs [bs, D, V]``).
+
+    Returns:
+        ``vec_size = gcd(4, V)``: 1, 2 or 4. SGLang 0.5.22+'s ``tree_speculative_sampling_target_only`` builds one
+        tvm-ffi module per ``(vec_size, deterministic)`` (``sglang.kernels.ops.speculative.sampling.
+        _jit_sampling_module``; ``deterministic`` is always true here): about 24 s of nvcc each on first use (H100).
+    """
     return math.gcd(4, case.vocab)
 
 

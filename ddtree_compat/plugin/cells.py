@@ -289,6 +289,24 @@ def item_params(item: pytest.Item) -> dict:
     return getattr(getattr(item, "callspec", None), "params", {})
 
 
+def kernel_parts(item: pytest.Item) -> tuple | None:
+    """``(target, backend, record, case)`` of a collected kernel cell (a test given a kernel record's case argument:
+    :mod:`.params`), or ``None``: a static or e2e cell, a test of the suite's own, or a parameter that is no case (a
+    skip saying no backend has the kernel, pytest's NOTSET of an empty parametrization)."""
+    from .. import records
+
+    params = item_params(item)
+    target, backend = params.get("ddtree_target"), params.get("ddtree_backend")
+    case_param = next((p for p in records.case_params() if p in params), None)
+    if not isinstance(target, Target) or backend is None or case_param is None:
+        return None
+    case = params[case_param]
+    if not isinstance(params.get("ddtree_kernel", ""), str) or not hasattr(case, "coordinates"):
+        return None
+    record = records.get(params["ddtree_kernel"]) if "ddtree_kernel" in params else records.for_param(case_param)[0]
+    return target, backend, record, case
+
+
 def is_cell_item(item: pytest.Item) -> bool:
     """Whether a collected test is a cell of ours (any tier), not a test of the suite's own. A test no backend of
     the session can run has one parameter whose values are ``None`` (:func:`.params._no_backend`): no cell."""

@@ -11,9 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ..outcomes import Verdict
-from ..tiers import Target
-from .cells import (CELL, OUTCOME_PROPERTY, TIER_PROPERTY, Cell, coordinates, is_cell_item, item_params, known_issue,
-                    record_of)
+from .cells import (CELL, OUTCOME_PROPERTY, TIER_PROPERTY, Cell, coordinates, is_cell_item, item_params, kernel_parts,
+                    known_issue, record_of)
 from .session import active
 
 
@@ -36,7 +35,6 @@ def cell_from_params(item: pytest.Item) -> Cell | None:
     sess = active(item.config)
     if sess is None:
         return None
-    from .. import records
     from ..static.runner import StaticCell
 
     if isinstance(params.get("ddtree_static_cell"), StaticCell):  # (None: the session has no static cell)
@@ -47,14 +45,10 @@ def cell_from_params(item: pytest.Item) -> Cell | None:
         from .e2e import e2e_coordinates
 
         return Cell(e2e_coordinates(params["ddtree_e2e_cell"], sess.e2e_arch(), item.nodeid))
-    target, backend = params.get("ddtree_target"), params.get("ddtree_backend")
-    case_param = next((p for p in records.case_params() if p in params), None)
-    if not isinstance(target, Target) or backend is None or case_param is None:
+    parts = kernel_parts(item)
+    if parts is None:
         return None  # not a cell of ours, or an empty parametrization (pytest's NOTSET: nothing to run here)
-    case = params[case_param]
-    if not isinstance(params.get("ddtree_kernel", ""), str) or not hasattr(case, "coordinates"):
-        return None
-    record = records.get(params["ddtree_kernel"]) if "ddtree_kernel" in params else records.for_param(case_param)[0]
+    target, backend, record, case = parts
     kernel = record.label_of(case)
     return Cell(coordinates(target, backend, case, item.nodeid, kernel),
                 known_issue=known_issue(sess, target, backend, kernel, case))

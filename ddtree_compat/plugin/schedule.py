@@ -74,24 +74,19 @@ def worker_count(config: pytest.Config) -> int:
 
 
 def build_of(item: pytest.Item) -> tuple | None:
-    """The first-use build a device cell needs, ``(backend, kernel, key)``, or ``None`` (no such build, not a
-    device cell)."""
-    from .. import records
+    """The first-use build a device cell needs, ``(backend name, kernel, key)`` (the key from its implementation's
+    :attr:`~ddtree_compat.contract.KernelImpl.build_key`), or ``None``: no such build, or not a device cell."""
     from ..contract import implementation
-    from .cells import item_params
+    from .cells import kernel_parts
 
-    params = item_params(item)
-    backend, target = params.get("ddtree_backend"), params.get("ddtree_target")
-    if backend is None or getattr(target, "tier", "") != "device":
+    parts = kernel_parts(item)
+    if parts is None or parts[0].tier != "device":
         return None
-    case_param = next(iter(records.case_params() & params.keys()), None)
-    if case_param is None or params[case_param] is None:
-        return None
-    kernel = params.get("ddtree_kernel") or records.for_param(case_param)[0].name
-    impl = implementation(backend, kernel)
+    _, backend, record, case = parts
+    impl = implementation(backend, record.name)
     if impl is None or impl.build_key is None:
         return None
-    return backend.name, impl.kernel, impl.build_key(params[case_param])
+    return backend.name, impl.kernel, impl.build_key(case)
 
 
 def first_builds(items: list) -> set[int]:

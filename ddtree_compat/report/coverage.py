@@ -9,6 +9,7 @@ A cell's family is its record's folder (:func:`family_of`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 from .. import records
 from ..results import ResultRecord, Results
@@ -48,7 +49,14 @@ def _skipped(cells: list[ResultRecord]) -> str:
 
 def device_only_split(cells: list[ResultRecord], gpu: bool) -> str:
     """Why skipped cells that need a GPU did not run, counted one way wherever a report says it (the deployment
-    shapes' Not-tested line, the Envelope section): ``12 device only: no GPU in this run; 4 for another reason``."""
+    shapes' Not-tested line, the Envelope section): ``12 device only: no GPU in this run; 4 for another reason``.
+
+    Args:
+        cells: skipped cells; a message saying ``device only`` (the deployment-shape checks' own skip) or ``device
+            tier only`` (a CUDA runtime's skip off the GPU, :mod:`ddtree_compat.contract.backend`) counts as device
+            only, any other (a missing module, a size larger than the GPU) as another reason.
+        gpu: whether the run had a GPU (then the other reasons are said to include free memory).
+    """
     device = sum("device only" in r.message or "device tier only" in r.message for r in cells)
     why = [f"{device:,} device only" + ("" if gpu else ": no GPU in this run")] if device else []
     if len(cells) > device:
@@ -78,16 +86,38 @@ def _no_cell(family: str, results: Results) -> str:
     return f"no cell ({SELECTION})"
 
 
+@dataclass(frozen=True)
+class Untested:
+    """One thing a run did not test: ``subject`` (``DDTree kernels``, ``sglang-cuda's kernel cells on interpret``),
+    ``verdict`` (``not tested``, or ``none ran (only its static builds did)``) and ``why`` (the commonest skip reason,
+    a missing implementation, a selection)."""
+
+    subject: str
+    verdict: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.verdict} — {self.why}"
+
+
+NOT_TESTED = "not tested"
+
+
 def not_tested(s: Summary) -> list[str]:
-    """One line per kernel family, the static tier, DDTree implementation or backend that ran no cell (none
-    that was not skipped), and why: ``DDTree kernels: not tested — no DDTree implementation found (...)``,
+    """:func:`untested` as the report's lines: ``DDTree kernels: not tested — no DDTree implementation found``."""
+    return [str(u) for u in untested(s)]
+
+
+def untested(s: Summary) -> list[Untested]:
+    """One item per kernel family, the static tier, DDTree implementation or backend that ran no cell (none
+    that was not skipped), and why (as lines: ``DDTree kernels: not tested — no DDTree implementation found (...)``,
     ``sglang-cuda: not tested — all 2,304 cells skipped: ...``; in a static tier that built something, each backend's
     kernel that built nothing (``Static builds of sglang-cuda sgl_kernel_ops: ...``: sgl-kernel not installed).
     Families come from the records' folders
-    (:data:`ddtree_compat.records.FAMILIES`); the e2e tier only when it has cells."""
+    (:data:`ddtree_compat.records.FAMILIES`); the e2e tier only when it has cells)."""
     FAMILIES = records.FAMILIES
     by_family, by_backend = _grouped(s.records, family_of), _grouped(s.records, lambda r: r.backend)
-    lines = []
+    lines: list[Untested] = []
     families = [*FAMILIES, *sorted(set(by_family) - {*FAMILIES, STATIC, E2E}), STATIC,
                 *([E2E] if by_family.get(E2E) else [])]
     for family in families:
@@ -100,12 +130,12 @@ def not_tested(s: Summary) -> list[str]:
                    "\"Skips by reason\")")
         else:
             why = _skipped(cells) if cells else _no_cell(family, s.results)
-        lines.append(f"{FAMILY_TITLES.get(family, family)[:1].upper()}{FAMILY_TITLES.get(family, family)[1:]}: "
-                     f"not tested — {why}")
+        title = FAMILY_TITLES.get(family, family)
+        lines.append(Untested(title[:1].upper() + title[1:], NOT_TESTED, why))
     if _ran(by_family.get(STATIC, [])):  # else the static tier's own line says it
         for (backend, kernel), cells in _grouped(by_family[STATIC], lambda r: (r.backend, r.kernel)).items():
             if not _ran(cells):
-                lines.append(f"Static builds of {backend} {kernel}: not tested — {_skipped(cells)}")
+                lines.append(Untested(f"Static builds of {backend} {kernel}", NOT_TESTED, _skipped(cells)))
     lines += _untested_kernels(s, {f for f, cells in by_family.items() if not _ran(cells)})
     impls = _implementations_of(s.results)
     for name in sorted(impls):  # its kernel cells, and its e2e servers' (backend ``sglang-ddtree@<name>``)
@@ -113,10 +143,10 @@ def not_tested(s: Summary) -> list[str]:
         if not _ran(cells):
             i = impls[name]
             what = f"{name} (DDTree implementation, {i.get('repo') or '?'}@{(i.get('commit') or '?')[:8]})"
-            lines.append(f"{what}: not tested — {_skipped(cells) if cells else 'no cell (' + SELECTION + ')'}")
+            lines.append(Untested(what, NOT_TESTED, _skipped(cells) if cells else f"no cell ({SELECTION})"))
     for backend, cells in by_backend.items():
         if backend not in impls and not _ran(cells):
-            lines.append(f"{backend}: not tested — {_skipped(cells)}")
+            lines.append(Untested(backend, NOT_TESTED, _skipped(cells)))
     return lines
 
 
@@ -133,7 +163,7 @@ def _grouped(cells, key) -> dict:
     return dict(sorted(out.items()))
 
 
-def _untested_kernels(s: Summary, untested_families: set[str]) -> list[str]:
+def _untested_kernels(s: Summary, untested_families: set[str]) -> list[Untested]:
     """The kernel tiers' cells (interpret, device) that never ran, below the family lines: a backend whose every
     kernel cell skipped although its static builds ran (``sglang-cuda's kernel cells on interpret: none ran (only
     its static builds did) — ...``), a kernel of a backend that ran others (``sglang-triton assign_req_to_token on
@@ -142,7 +172,7 @@ def _untested_kernels(s: Summary, untested_families: set[str]) -> list[str]:
     kernel_cells = [r for r in s.records if kernel_run(r) and family_of(r) not in untested_families]
     graphs = [r for r in kernel_cells if r.kernel.endswith("@graph")]
     ran_static = {r.backend for r in s.records if r.tier == STATIC and r.outcome != "skip"}
-    lines = []
+    lines: list[Untested] = []
     plain = [r for r in kernel_cells if not r.kernel.endswith("@graph")]
     for backend, cells in _grouped(plain, lambda r: r.backend).items():
         tiers = "/".join(sorted({r.tier for r in cells}))
@@ -151,14 +181,14 @@ def _untested_kernels(s: Summary, untested_families: set[str]) -> list[str]:
                 apart = sum(1 for r in s.records if r.backend == backend and kernel_run(r)) - len(cells)
                 elsewhere = (f" (its other {apart:,} kernel cells are counted in the CUDA-graph line or their "
                              "family's line)" if apart else "")
-                lines.append(f"{backend}'s kernel cells on {tiers}: none ran (only its static builds did) — "
-                             f"{_skipped(cells)}{elsewhere}")
+                lines.append(Untested(f"{backend}'s kernel cells on {tiers}", "none ran (only its static builds did)",
+                                      _skipped(cells) + elsewhere))
             continue
         for kernel, mine in _grouped(cells, lambda r: r.kernel).items():
             if not _ran(mine):
-                lines.append(f"{backend} {kernel} on {tiers}: not tested — {_skipped(mine)}")
+                lines.append(Untested(f"{backend} {kernel} on {tiers}", NOT_TESTED, _skipped(mine)))
     if graphs and not _ran(graphs):
-        lines.append(f"CUDA-graph cells (kernel@graph): not tested — {_skipped(graphs)}")
+        lines.append(Untested("CUDA-graph cells (kernel@graph)", NOT_TESTED, _skipped(graphs)))
     return lines
 
 

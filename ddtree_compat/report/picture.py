@@ -31,7 +31,7 @@ import numpy as np
 from ..results import ResultRecord, Results
 from ..families.ddtree.records import LOGITS
 from ..families.verify.topologies import TOPOLOGIES
-from .coverage import not_tested, report_title, sources
+from .coverage import NOT_TESTED, report_title, sources, untested
 from .summary import arch_key, cell_status, kernel_key, parts, summarize, table_of, worst
 
 
@@ -191,7 +191,7 @@ def _title(results: Results) -> str:
     s = summarize(results)
     lines = [report_title(s), "worst outcome per budget x topology, by arch, kernel and backend"
              + (f" · from {sources(results)}" if results.sources else "")]
-    missing = [line.split(" — ", 1)[0].removesuffix(": not tested") for line in not_tested(s)]  # names, not reasons
+    missing = [u.subject if u.verdict == NOT_TESTED else f"{u.subject}: {u.verdict}" for u in untested(s)]
     if missing:
         lines.append(f"not tested: {', '.join(missing)} (the report says why)")
     if results.partial:
