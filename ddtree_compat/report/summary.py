@@ -164,8 +164,12 @@ def shown_outcomes(s: "Summary") -> list[str]:
     return [o for o in OUTCOMES if o != "error" or total["error"]]
 
 
+COUNT_COLUMN = f"backend[:kernel] · arch (a backend alone: {VERIFY})"
+"""The counts table's first header: a column names its kernel unless it is the verify kernel (:func:`column`)."""
+
+
 def count_header(s: "Summary") -> list[str]:
-    return ["backend · arch", *shown_outcomes(s), "cells", "known issue: xfail", "xpass"]
+    return [COUNT_COLUMN, *shown_outcomes(s), "cells", "known issue: xfail", "xpass"]
 
 
 def count_rows(s: Summary) -> list[list[object]]:
