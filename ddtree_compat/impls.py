@@ -11,7 +11,8 @@ with :mod:`ast`, nothing imported, no version guessing): a Triton kernel module 
 ``srt/speculative/ddtree_utils.py``, and DFlash's CPU tree builder ``build_ddtree_tree_one_req``
 (``srt/speculative/dflash_utils.py``). An implementation is named by repo and commit, never by
 ``sglang.__version__`` (these trees do not set it): :func:`ddtree_compat.identity.identify` (git, else a
-``ddtree-impl.json`` beside ``python/``, else ``DDTREE_E2E_IMPL``, else pip's record), else the folder's name.
+``ddtree-impl.json`` beside ``python/``, else ``DDTREE_E2E_IMPL`` for the tree ``import sglang`` loads, else pip's
+record), else the folder's name.
 
 Loading (:func:`load_module`, :func:`load_function`) takes the implementation's own code as written: a
 kernel or helper module by file path under a private module name (so several implementations and the
@@ -103,20 +104,33 @@ def describe(path: str | os.PathLike) -> DDTreeImpl | None:
     builder = dflash if dflash.is_file() and "build_ddtree_tree_one_req" in _functions(dflash) else None
     if kernel is None and utils is None and builder is None:
         return None
-    ident = identify(str(package), None)
+    # DDTREE_E2E_IMPL names the sglang that Python imports (the servers'); a tree given by another path is named by
+    # its own git, identity file or folder, never by that variable (a device run named rancy-ddtree-v2 sglang-0.5.23)
+    ident = identify(str(package), None, env=None if package == _importable_package() else {})
     name = ident.name or package.parent.parent.name
     return DDTreeImpl(name, package, ident.repo, ident.commit, kernel,
                           _functions(kernel) if kernel else frozenset(), utils,
                           _functions(utils) if utils else frozenset(), builder)
 
 
-def installed() -> DDTreeImpl | None:
-    """The installed ``sglang``, when it has DDTree modules (found without importing it)."""
-    spec = importlib.util.find_spec("sglang")
+def _importable_package() -> Path | None:
+    """The folder of the ``sglang`` package that ``import sglang`` would load (located, not imported)."""
+    try:
+        spec = importlib.util.find_spec("sglang")
+    except (ImportError, ValueError):
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
+def installed() -> DDTreeImpl | None:
+    """The installed ``sglang``, when it has DDTree modules (found without importing it)."""
+    package = _importable_package()
+    if package is None:
+        return None
     try:
-        return describe(next(iter(spec.submodule_search_locations)))
+        return describe(package)
     except DDTreeInputError:
         return None
 

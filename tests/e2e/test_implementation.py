@@ -44,3 +44,27 @@ def test_git_checkout_comes_first_and_a_release_is_its_version(tmp_path, monkeyp
     untracked.mkdir(parents=True)
     assert identify(str(untracked), "0.5.23", env={}).as_json()["label"] == "sglang 0.5.23"
     assert identify(str(untracked), "0.5.23", env={}).name == ""
+
+
+def test_a_tree_given_by_path_is_not_named_by_another_trees_variable(tmp_path, monkeypatch):
+    """DDTREE_E2E_IMPL names the sglang Python imports; a DDTree tree given by path (DDTREE_IMPLS, --backend
+    ddtree-impl:PATH) keeps its identity file's or folder's name (a device run's rancy-ddtree-v2 FA3 cells were
+    once named sglang-0.5.23, the release the variable named)."""
+    from ddtree_compat import impls
+
+    def tree(name):
+        pkg = tmp_path / name / "python" / "sglang"
+        (pkg / "srt" / "speculative").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "srt" / "speculative" / "ddtree_utils.py").write_text("def build_ddtree_tree():\n    pass\n")
+        return pkg
+    imported, other = tree("release"), tree("rancy-ddtree-v2")
+    monkeypatch.setenv(ENV, "sglang-0.5.23 github.com/sgl-project/sglang@abcdef1 (v0.5.23)")
+    monkeypatch.syspath_prepend(str(imported.parent))
+    monkeypatch.delitem(__import__("sys").modules, "sglang", raising=False)
+    assert impls.describe(imported.parent.parent).name == "sglang-0.5.23"  # the tree the variable names
+    assert impls.describe(other.parent.parent).name == "rancy-ddtree-v2"  # was sglang-0.5.23
+    (tmp_path / "rancy-ddtree-v2" / "ddtree-impl.json").write_text(
+        f'{{"name": "rancy-ddtree-v2", "repo": "https://github.com/Rancy-Wang/sglang", "commit": "{COMMIT}"}}')
+    impl = impls.describe(other.parent.parent)
+    assert (impl.name, impl.repo, impl.commit) == ("rancy-ddtree-v2", "github.com/Rancy-Wang/sglang", COMMIT)
