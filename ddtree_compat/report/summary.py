@@ -164,8 +164,9 @@ def shown_outcomes(s: "Summary") -> list[str]:
     return [o for o in OUTCOMES if o != "error" or total["error"]]
 
 
-COUNT_COLUMN = f"backend[:kernel] · arch (a backend alone: {VERIFY})"
-"""The counts table's first header: a column names its kernel unless it is the verify kernel (:func:`column`)."""
+COUNT_COLUMN = f"backend[:kernel] · arch (no kernel: {VERIFY}; · {STATIC} / · {E2E}: the whole backend)"
+"""The counts table's first header (:func:`column`): a kernel-cell column names its kernel unless it is the verify
+kernel; a static or e2e column (``backend · arch · tier``) holds every kernel or server of its backend."""
 
 
 def count_header(s: "Summary") -> list[str]:
