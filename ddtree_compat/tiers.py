@@ -27,6 +27,11 @@ E2E = "e2e"
 static tier it is not a process's tier: its cells run in any process that collects them (and skip, with
 the reason, where no GPU or no SGLang server can run)."""
 TIER_CHOICES = ("auto", *TIERS)
+DEVICE_ONLY = "device only"
+"""Opens the skip of a cell that needs a GPU by its nature (a deployment-shape cell off the device tier)."""
+DEVICE_TIER_ONLY = "runs on the device tier only"
+"""Says in a skip that a backend's kernel is compiled CUDA, off the device tier (:mod:`ddtree_compat.contract.backend`).
+A report counts the skips carrying either phrase as "device only" (:func:`ddtree_compat.report.coverage.device_only_split`)."""
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from ..tiers import Target
+from ..tiers import DEVICE_TIER_ONLY, Target
 from . import places
 from .record import base_name
 
@@ -104,7 +104,7 @@ def _runtime_reason(impl: KernelImpl, target: Target) -> str | None:
     if impl.runtime == "host":
         return None
     if impl.runtime == "cuda":
-        return None if target.tier == "device" else (f"{impl.what or 'a CUDA kernel'} runs on the device tier only "
+        return None if target.tier == "device" else (f"{impl.what or 'a CUDA kernel'} {DEVICE_TIER_ONLY} "
                                                      f"(a CUDA GPU; this target is {target.tier})")
     if impl.runtime == "triton":
         if target.tier == "interpret" and not interpreter_on():

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .. import records
 from ..results import ResultRecord, Results
-from ..tiers import E2E, STATIC
+from ..tiers import DEVICE_ONLY, DEVICE_TIER_ONLY, E2E, STATIC
 from .summary import Summary, arch_key, kernel_run
 
 FAMILY_TITLES = {"verify": "verify kernels", "commit": "KV-cache commit kernels", "attention": "verify attention",
@@ -52,12 +52,16 @@ def device_only_split(cells: list[ResultRecord], gpu: bool) -> str:
     shapes' Not-tested line, the Envelope section): ``12 device only: no GPU in this run; 4 for another reason``.
 
     Args:
-        cells: skipped cells; a message saying ``device only`` (the deployment-shape checks' own skip) or ``device
-            tier only`` (a CUDA runtime's skip off the GPU, :mod:`ddtree_compat.contract.backend`) counts as device
-            only, any other (a missing module, a size larger than the GPU) as another reason.
+        cells: skipped cells; a message carrying :data:`~ddtree_compat.tiers.DEVICE_ONLY` (the deployment-shape
+            checks' own skip) or :data:`~ddtree_compat.tiers.DEVICE_TIER_ONLY` (a CUDA kernel's skip off the GPU,
+            :mod:`ddtree_compat.contract.backend`) counts as device only, any other (a missing module, a size larger
+            than the GPU) as another reason.
         gpu: whether the run had a GPU (then the other reasons are said to include free memory).
+
+    Returns:
+        the counts as one clause; ``""`` for no cells.
     """
-    device = sum("device only" in r.message or "device tier only" in r.message for r in cells)
+    device = sum(DEVICE_ONLY in r.message or DEVICE_TIER_ONLY in r.message for r in cells)
     why = [f"{device:,} device only" + ("" if gpu else ": no GPU in this run")] if device else []
     if len(cells) > device:
         why.append(f"{len(cells) - device:,} for another reason" + (", such as larger than this GPU's free memory"

@@ -80,6 +80,14 @@ def test_a_report_where_every_deployment_shape_cell_skipped_says_so_and_draws_no
     # the Not-tested line counts them the same way (it had said "device only ... (1); 1 other reason(s)")
     assert ("- Deployment shapes: not tested — all 2 cells skipped (1 device only: no GPU in this run; 1 for another "
             "reason;") in render_markdown(mixed)
+    # the skips the suite writes off the GPU, as their sources word them, count as device only
+    from ddtree_compat.contract.backend import KernelImpl, _runtime_reason
+    from ddtree_compat.families.scale.checks import DEVICE_ONLY
+    from ddtree_compat.tiers import Target
+
+    cuda = _runtime_reason(KernelImpl("k", "cuda", what="a JIT CUDA kernel"), Target("interpret", "cpu"))
+    real = _results(_cell(508, "skip", message=DEVICE_ONLY), _cell(509, "skip", message=cuda))
+    assert "all 2 skipped (2 device only: no GPU in this run;" in render_markdown(real)
     with pytest.raises(ValueError, match="ran"):
         render_envelope(res)
 

@@ -17,13 +17,14 @@ from ...harness.arena import arena, room
 from ...harness.buffers import BOOL_POISON, POISON
 from ...harness.calls import Findings, check
 from ...outcomes import Verdict
+from ...tiers import DEVICE_ONLY as DEVICE_ONLY_PHRASE
 from ..ddtree import oracle as D
 from ..ddtree.records import DDTreeCase
 from . import oracle as R
 from .boundaries import BUILD_DEPTHS, gib
 from .records import ScaleCase
 
-DEVICE_ONLY = ("device only: deployment-shape cells allocate their tensors (up to tens of GiB) on a GPU and launch "
+DEVICE_ONLY = (f"{DEVICE_ONLY_PHRASE}: deployment-shape cells allocate their tensors (up to tens of GiB) on a GPU and launch "
                "its kernels")
 CHUNK = 1 << 26
 """Elements a judge compares at a time (its temporaries stay small beside the cell's tensors)."""
