@@ -38,6 +38,14 @@ ENV = "DDTREE_IMPLS"
 KERNEL_MODULES = ("kernels/ops/speculative/ddtree.py", "srt/speculative/triton_ops/ddtree.py")
 UTILS_MODULE = "srt/speculative/ddtree_utils.py"
 DFLASH_UTILS = "srt/speculative/dflash_utils.py"
+LINEAR_MODULES = (
+    ("fused_sigmoid_gating_recurrent", ("kernels/ops/attention/linear/fused_sigmoid_gating_recurrent.py",
+                                        "kernels/ops/attention/fla/fused_sigmoid_gating_recurrent.py",
+                                        "srt/layers/attention/fla/fused_sigmoid_gating_recurrent.py")),
+    ("mamba_state_scatter_triton", ("kernels/ops/mamba/mamba_state_scatter_triton.py",
+                                    "srt/layers/attention/mamba/mamba_state_scatter_triton.py")))
+"""The tree's own copies of SGLang's linear-attention kernel modules (the GDN recurrent kernel, the state commit's
+scatter), by name: each imports only torch and Triton there, so it loads by file path on any SGLang."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class DDTreeImpl:
         kernel_functions: the function names defined there.
         utils_module, utils_functions: its ``ddtree_utils.py`` and what it defines.
         dflash_builder: path of the file defining ``build_ddtree_tree_one_req`` (``None``: none).
+        linear_modules: ``(name, path, functions)`` of the tree's linear-attention kernel modules
+            (:data:`LINEAR_MODULES`) that import nothing but torch and Triton.
     """
 
     name: str
@@ -65,6 +75,7 @@ class DDTreeImpl:
     utils_functions: frozenset[str] = frozenset()
     dflash_builder: Path | None = None
     notes: tuple[str, ...] = field(default=())
+    linear_modules: tuple[tuple[str, Path, frozenset[str]], ...] = ()
 
     @property
     def identity(self) -> dict:
@@ -110,7 +121,23 @@ def describe(path: str | os.PathLike) -> DDTreeImpl | None:
     name = ident.name or package.parent.parent.name
     return DDTreeImpl(name, package, ident.repo, ident.commit, kernel,
                           _functions(kernel) if kernel else frozenset(), utils,
-                          _functions(utils) if utils else frozenset(), builder)
+                          _functions(utils) if utils else frozenset(), builder, linear_modules=_linear(package))
+
+
+def _linear(package: Path) -> tuple[tuple[str, Path, frozenset[str]], ...]:
+    """The tree's linear-attention kernel modules (:data:`LINEAR_MODULES`) whose top-level imports are torch and
+    Triton alone (read, not imported)."""
+    out = []
+    for name, candidates in LINEAR_MODULES:
+        path = next((package / c for c in candidates if (package / c).is_file()), None)
+        if path is None:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        roots = {(a.name if isinstance(n, ast.Import) else n.module or "").split(".")[0]
+                 for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+        if roots <= {"typing", "torch", "triton", "functools", "__future__", "math"}:
+            out.append((name, path, _functions(path)))
+    return tuple(out)
 
 
 def _importable_package() -> Path | None:

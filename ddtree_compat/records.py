@@ -20,7 +20,7 @@ from importlib.metadata import entry_points
 from .contract.record import KernelRecord, base_name
 from .errors import DDTreeInputError
 
-FAMILIES = ("verify", "commit", "attention", "ddtree", "sampling", "scale")
+FAMILIES = ("verify", "commit", "attention", "ddtree", "sampling", "linear", "scale")
 """The built-in kernel families (``ddtree_compat/families/<family>/``), in registry order (their ``records.RECORDS``).
 Adding a family is a new folder there and one name here."""
 ENTRY_POINT_GROUP = "ddtree_compat.kernels"

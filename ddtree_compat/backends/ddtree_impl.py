@@ -20,6 +20,7 @@ from ..families.ddtree import places
 from ..families.ddtree.records import BUILD_CPU, EAGLE_LINKS, FA_FULL, FA_SUFFIX, SAMPLE
 from ..families.sampling.records import DDTREE_LAW, interpret_refusal
 from ..static.kernels import Spec, TritonKernel
+from .linear_calls import LinearCalls
 
 
 SPEC_PREFIX = "ddtree-impl:"
@@ -84,7 +85,7 @@ def static_entries(impl: impls.DDTreeImpl, jits: tuple[places.Jit, ...]) -> tupl
                  for j in jits if j.name in impl.kernel_functions)
 
 
-class DDTreeImplBackend(Backend):
+class DDTreeImplBackend(LinearCalls, Backend):
     """A DDTree implementation as a backend (see the module docstring).
 
     Args:
@@ -117,7 +118,31 @@ class DDTreeImplBackend(Backend):
                 declared.append(KernelImpl(BUILD_CPU.name, "host", what=f"{where}'s build_ddtree_tree_one_req",
                                                refuse=_no_prune(where)))
             declared.append(KernelImpl(EAGLE_LINKS.name, "host", what=f"{where}'s build_ddtree_tree_one_req"))
+        declared += self._linear_kernels(where)
         self.implements = tuple(declared)
+
+    # ---- the tree's own copies of SGLang's linear-attention kernels (families/linear; calls: LinearCalls)
+    LINEAR = {"gdn_verify_tree": ("fused_sigmoid_gating_recurrent", "fused_sigmoid_gating_delta_rule_update"),
+              "gdn_verify_chain": ("fused_sigmoid_gating_recurrent", "fused_sigmoid_gating_delta_rule_update"),
+              "ssm_state_commit": ("mamba_state_scatter_triton", "fused_mamba_state_scatter_with_mask"),
+              "conv_window_commit": ("mamba_state_scatter_triton", "fused_conv_window_scatter_with_mask")}
+    LINEAR_KERNELS = {"ssm_state_commit": "_fused_mamba_state_scatter_with_mask_kernel",
+                      "conv_window_commit": "_fused_conv_window_scatter_with_mask_kernel"}
+
+    def _linear_kernels(self, where: str) -> list[KernelImpl]:
+        modules = {name: functions for name, _, functions in self.impl.linear_modules}
+        return [KernelImpl(kernel, "triton", what=f"{where}'s Triton {function}")
+                for kernel, (module, function) in self.LINEAR.items() if function in modules.get(module, ())]
+
+    def linear_function(self, kernel: str, on_host: bool):
+        module, function = self.LINEAR[kernel]
+        path = next(p for name, p, _ in self.impl.linear_modules if name == module)
+        if on_host and kernel in self.LINEAR_KERNELS:
+            function = self.LINEAR_KERNELS[kernel]
+        try:
+            return getattr(impls.load_module(path), function), f"{path}::{function}"
+        except (ImportError, AttributeError) as e:
+            raise AdapterError(f"cannot load {path}::{function}: {e}") from None
 
     # ---- loading the implementation's code
     def _kernels(self):

@@ -21,16 +21,21 @@ from contextlib import nullcontext
 
 from .._triton_env import interpreter_scalar_index
 from ..contract import Backend, KernelImpl, interpreter_on, locate
+from .linear_calls import LinearCalls
 from ..families.attention import places as attention_places
 from ..families.attention import tiles as sglang_tiles
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
 from ..families.commit import places as commit_places
+from ..families.linear import places as linear_places
+from ..families.linear.records import (conv_build, CONV_VERIFY_TREE, CONV_WINDOW_COMMIT, GDN_VERIFY_CHAIN, GDN_VERIFY_TREE,
+                                       SSM_STATE_COMMIT)
 from ..families.commit.records import ACCEPT_OUT_CACHE_LOC, ASSIGN_REQ_TO_TOKEN, BONUS_TOKENS, COMMIT_OUTPUTS, FRONT_OUT_CACHE_LOC, MOVE_KV
 from ..families.sampling.places import CHAIN_SAMPLING
 from ..families.sampling.records import CHAIN as CHAIN_SAMPLING_KERNEL, interpret_refusal
 from ..families.verify.places import VERIFY_TRITON
 from ..families.verify.records import VERIFY
-from ..static.kernels import (SGLANG_CHAIN_SAMPLING_TRITON, SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON,
+from ..static.kernels import (SGLANG_CONV_VERIFY_TRITON, SGLANG_GDN_VERIFY_CHAIN_TRITON, SGLANG_GDN_VERIFY_TREE_TRITON,
+                              SGLANG_CHAIN_SAMPLING_TRITON, SGLANG_FILL_ACCEPT_TRITON, SGLANG_FRONT_OUT_TRITON,
                               SGLANG_MOVE_KV_TRITON, SGLANG_VERIFY_ATTENTION, SGLANG_VERIFY_TRITON, kv_copy_config)
 
 PLACES = {  # kernel -> where releases keep it (the families' places.py); first found wins
@@ -43,7 +48,18 @@ PLACES = {  # kernel -> where releases keep it (the families' places.py); first 
     MOVE_KV.name: commit_places.MOVE_KV,
     VERIFY_ATTENTION: attention_places.EXTEND_ATTENTION,
     CHAIN_SAMPLING_KERNEL: CHAIN_SAMPLING,
+    GDN_VERIFY_TREE.name: linear_places.GDN_RECURRENT,
+    GDN_VERIFY_CHAIN.name: linear_places.GDN_RECURRENT,
+    CONV_VERIFY_TREE.name: linear_places.CONV_UPDATE,
+    SSM_STATE_COMMIT.name: linear_places.SSM_SCATTER,
+    CONV_WINDOW_COMMIT.name: linear_places.CONV_SCATTER,
 }
+
+
+LAUNCHED = {SSM_STATE_COMMIT.name: linear_places.SSM_SCATTER_KERNEL,
+            CONV_WINDOW_COMMIT.name: linear_places.CONV_SCATTER_KERNEL}
+"""The commits' kernels, launched as their wrappers launch them where the wrappers refuse host tensors (the
+interpret tier)."""
 
 
 def _next_pow2(n: int) -> int:
@@ -88,7 +104,7 @@ def _refuse_sampling(target, case) -> str | None:
     return None
 
 
-class SGLangTritonBackend(Backend):
+class SGLangTritonBackend(LinearCalls, Backend):
     name = "sglang-triton"
     attention_tiles = True  # verify_attention can run another arch's tile choice (families/attention/tiles.py)
     # each with its static-tier entries (compiled for every arch): the verify kernel, the commit step's
@@ -107,6 +123,13 @@ class SGLangTritonBackend(Backend):
                        static=(SGLANG_VERIFY_ATTENTION,)),
         KernelImpl(CHAIN_SAMPLING_KERNEL, "triton", places=PLACES[CHAIN_SAMPLING_KERNEL], refuse=_refuse_sampling,
                    static=(SGLANG_CHAIN_SAMPLING_TRITON,)),
+        KernelImpl(GDN_VERIFY_TREE.name, "triton", places=PLACES[GDN_VERIFY_TREE.name],
+                   static=(SGLANG_GDN_VERIFY_TREE_TRITON,)),
+        KernelImpl(GDN_VERIFY_CHAIN.name, "triton", places=PLACES[GDN_VERIFY_CHAIN.name],
+                   static=(SGLANG_GDN_VERIFY_CHAIN_TRITON,)),
+        KernelImpl(CONV_VERIFY_TREE.name, "triton", places=PLACES[CONV_VERIFY_TREE.name], build_key=conv_build,
+                   static=(SGLANG_CONV_VERIFY_TRITON,)),
+        *(KernelImpl(r.name, "triton", places=PLACES[r.name]) for r in (SSM_STATE_COMMIT, CONV_WINDOW_COMMIT)),
     )
 
     def verify_tree_greedy(self, predicts, accept_index, accept_token_num, candidates, retrive_index,
@@ -218,3 +241,10 @@ class SGLangTritonBackend(Backend):
                                                          num_warps=config["num_warps"], num_stages=2)
             else:
                 fn(ptrs, strides, tgt, src, count, _next_pow2(count), config)
+
+    # ---- linear attention (families/linear): the calls are LinearCalls'; here, where this release keeps them
+
+    def linear_function(self, kernel: str, on_host: bool):
+        """The function a linear-attention kernel calls: where the release keeps its wrapper, or (``on_host``, for
+        the commits, whose wrappers refuse host tensors) its ``@triton.jit`` kernel."""
+        return locate(LAUNCHED[kernel] if on_host and kernel in LAUNCHED else PLACES[kernel])

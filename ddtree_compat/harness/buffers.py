@@ -28,6 +28,11 @@ BOOL_CANARY = 0xA7
 # "never written" and "wrote NaN" stay apart; the canary is a finite value no attention output reaches.
 FLOAT_POISON_BITS = {torch.float16: 0x7E5A, torch.bfloat16: 0x7FDA}
 FLOAT_CANARY_BITS = 0x5CA9  # fp16 298.25, bf16 ~3.8e17
+FLOAT32_POISON_BITS = 0x7FC5A5A5  # fp32: a quiet NaN with a payload no arithmetic produces (computed NaN: 0x7FC00000)
+FLOAT32_CANARY_BITS = 0x4A5CA9A7  # fp32 ~3.6e6, finite, far above any recurrent state
+_BITS = {torch.float16: (torch.int16, FLOAT_POISON_BITS[torch.float16], FLOAT_CANARY_BITS),
+         torch.bfloat16: (torch.int16, FLOAT_POISON_BITS[torch.bfloat16], FLOAT_CANARY_BITS),
+         torch.float32: (torch.int32, FLOAT32_POISON_BITS, FLOAT32_CANARY_BITS)}
 
 
 @dataclass
@@ -82,6 +87,28 @@ class Guarded:
         storage = torch.full((n + 2 * CANARY_BAND,), FLOAT_CANARY_BITS, dtype=torch.int16, device=device)
         storage[CANARY_BAND:CANARY_BAND + n] = FLOAT_POISON_BITS[dtype]
         return cls(storage, storage[CANARY_BAND:CANARY_BAND + n].view(dtype).view(shape), canary=FLOAT_CANARY_BITS)
+
+    @classmethod
+    def float_bits(cls, shape: tuple[int, ...], dtype: torch.dtype, device: str | torch.device,
+                   values: torch.Tensor | None = None) -> "Guarded":
+        """A float tensor of ``shape`` (fp16, bf16 or fp32) held as bits: ``storage`` is the same-width integer
+        type, bands of a finite canary; the body is ``values`` (cast to ``dtype``) or, without them, every element
+        a NaN poison with a payload no arithmetic produces. ``view`` is the body reinterpreted as ``dtype``.
+
+        Raises:
+            KeyError: another dtype.
+        """
+        bits, poison, canary = _BITS[dtype]
+        n = 1
+        for d in shape:
+            n *= d
+        storage = torch.full((n + 2 * CANARY_BAND,), canary, dtype=bits, device=device)
+        view = storage[CANARY_BAND:CANARY_BAND + n].view(dtype).view(shape)
+        if values is None:
+            storage[CANARY_BAND:CANARY_BAND + n] = poison
+        else:
+            view.copy_(values.to(device=device, dtype=dtype))
+        return cls(storage, view, canary=canary)
 
     def damaged_canaries(self) -> list[int]:
         """Offsets (negative: before the view, ``>= numel``: after) of canary elements that changed."""

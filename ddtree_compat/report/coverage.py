@@ -17,7 +17,8 @@ from ..tiers import DEVICE_ONLY, DEVICE_TIER_ONLY, E2E, STATIC
 from .summary import Summary, arch_key, kernel_run
 
 FAMILY_TITLES = {"verify": "verify kernels", "commit": "KV-cache commit kernels", "attention": "verify attention",
-                 "ddtree": "DDTree kernels", "sampling": "sampling verify", "scale": "deployment shapes",
+                 "ddtree": "DDTree kernels", "sampling": "sampling verify", "linear": "linear attention (hybrid targets)",
+                 "scale": "deployment shapes",
                  STATIC: "static builds", E2E: "end to end"}
 """What a report calls each kernel family (``ddtree_compat.families``) and the static and e2e tiers."""
 SELECTION = "left out of the selection: -k, -m, --tests or --backend"

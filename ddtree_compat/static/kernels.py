@@ -25,6 +25,8 @@ from ..contract import Place
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
 from ..families.commit.places import ACCEPT_OUT_CACHE_LOC_KERNEL, ASSIGN_EXTEND_CACHE_LOCS_KERNEL, MOVE_KV_KERNEL
 from ..families.commit.records import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
+from ..families.linear.places import CONV_UPDATE_KERNEL, GDN_RECURRENT_KERNEL
+from ..families.linear.records import geometry
 from ..families.sampling.places import CHAIN_SAMPLING_KERNEL, TREE_SAMPLING_LOADER
 from ..families.sampling.records import CHAIN as CHAIN_SAMPLING, TREE as TREE_SAMPLING
 from ..families.verify.places import VERIFY_CUDA_LOADER, VERIFY_TRITON_KERNEL
@@ -55,6 +57,8 @@ class TritonKernel:
         specialize: ``(case, arch) -> Spec``, one per verify case; or
         specialize_all: ``(cases, arch) -> specs``, for kernels whose specializations are not one per
             case (a bound over the cases, or the launch configurations of a pool).
+        default_archs: a heavy build's archs outside the ``full`` profile (``()``: every arch).
+        in_default: ``spec -> bool``: the specializations built outside the ``full`` profile (``None``: all).
     """
 
     kernel: str
@@ -62,6 +66,8 @@ class TritonKernel:
     signature: tuple[tuple[str, str], ...]
     specialize: Callable[[VerifyCase, str], Spec] | None = None
     specialize_all: Callable[[tuple[VerifyCase, ...], str], Iterable[Spec]] | None = None
+    default_archs: tuple[str, ...] = ()
+    in_default: Callable[[Spec], bool] | None = None
 
     def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
         """Distinct specializations over ``cases``, in first-seen order."""
@@ -152,6 +158,7 @@ class CudaJitKernel:
     headers: tuple[tuple[str, str], ...] = ()
     toolkit: tuple[str, ...] = ()
     default_archs: tuple[str, ...] = ()
+    in_default: Callable[[Spec], bool] | None = None
 
     def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
         return [Spec(self.id)]
@@ -318,3 +325,130 @@ SGLANG_CHAIN_SAMPLING_TRITON = TritonKernel(
                                       "stride_dp_b", "stride_dp_s", "stride_dp_v"))),
     specialize_all=chain_sampling_specs,
 )
+
+
+# ---- linear attention (the Gated DeltaNet layers of a hybrid target)
+
+LINEAR_STATIC_BUDGETS = (8, 12, 15, 16, 64)
+"""The live widths ``D = B + 1`` the linear-attention kernels are built at: the field's spine budgets at block 16
+(8, 12, 15) and branching budgets (16, 64)."""
+LINEAR_STATIC_LAYERS = (("qwen3.5-27b", 1), ("qwen3.5-27b", 4))
+"""Qwen3.5 / 3.6-27B's layer on one GPU and on a 4-way tensor-parallel rank (bf16 activations, fp32 state: its
+config's ``mamba_ssm_dtype``)."""
+
+
+def _int(value: int) -> str:
+    """A runtime integer as Triton specializes it: divisible by 16, or not."""
+    return "i32:16" if value % 16 == 0 else "i32"
+
+
+def gdn_launches(arch: str, batch_le_64: bool) -> tuple[int, int]:
+    """``(BV, num_warps)`` SGLang's GDN recurrent kernel takes in target verify at head dims 128: value tiles of 4
+    on sm90 for batches up to 64, else 32 (``_select_recurrent_launch_config``)."""
+    return (4, 1) if arch == "sm90" and batch_le_64 else (32, 1)
+
+
+def gdn_verify_specs(tree: bool):
+    """The GDN recurrent kernel's target-verify specializations: :data:`LINEAR_STATIC_LAYERS` x the padded live
+    width ``NP2_T`` of :data:`LINEAR_STATIC_BUDGETS` x each launch the arch takes; with (``tree``) or without the
+    parent table."""
+
+    def specs(cases, arch: str) -> list[Spec]:
+        out = []
+        for name, tp in LINEAR_STATIC_LAYERS:
+            g = geometry(name, tp)
+            h, hv, d = g["key_heads"], g["value_heads"], g["head_dim"]
+            for width in sorted({_next_pow2(b + 1) for b in LINEAR_STATIC_BUDGETS}):
+                for small in ((True, False) if arch == "sm90" else (True,)):
+                    bv, warps = gdn_launches(arch, small)
+                    consts = dict(
+                        NP2_T=width, B=1, H=h, HV=hv, K=d, V=d, BK=d, BV=bv, USE_INITIAL_STATE=True,
+                        USE_QK_L2NORM_IN_KERNEL=True, IS_VARLEN=True, IS_KDA=False, USE_LOWER_BOUND=False,
+                        DISABLE_STATE_UPDATE=True, CACHE_INTERMEDIATE_STATES=True,
+                        HAS_EAGLE_TREE_CUSTOM_ATTN_MASK=tree, stride_retrieve_parent_token_seq=width if tree else 0,
+                        stride_retrieve_parent_token_token=1 if tree else 0,
+                        replayssm_rawv=None, replayssm_rawk=None, replayssm_g=None, replayssm_beta=None,
+                        stride_rawv_slot=0, stride_rawk_slot=0, stride_g_slot=0, stride_beta_slot=0, MAX_CACHE_LEN=0,
+                        CACHE_RING=False, SPLIT_N_HV_GRID=True, USE_GDC=arch_major(arch) >= 9,
+                        MATCH_CUTEDSL_DECODE=False, ROUND_STATE_TO_BF16=False)
+                    if not tree:
+                        consts["retrieve_parent_token_ptr"] = None
+                    out.append(Spec(f"h{h}v{hv}d{d}-t{width}-bv{bv}", tuple(consts.items()), num_warps=warps,
+                                    num_stages=3))
+        return out
+
+    return specs
+
+
+def arch_major(arch: str) -> int:
+    from ..arch import parse_arch
+
+    return parse_arch(arch)[0]
+
+
+def _gdn_signature(tree: bool, hv: int = 48, h: int = 16, d: int = 128) -> tuple[tuple[str, str], ...]:
+    """The runtime arguments as the Triton GDN kernel backend's ``target_verify`` passes them: bf16 activations, an
+    fp32 state pool and scratch, int32 slot and row indices, the int64 parent table (tree only)."""
+    return (("A_log", "*fp32"), ("a", "*bf16"), ("dt_bias", "*fp32"), ("softplus_beta", "fp32"),
+            ("softplus_threshold", "fp32"), ("lower_bound", "fp32"), ("q", "*bf16"), ("k", "*bf16"), ("v", "*bf16"),
+            ("b", "*bf16"), ("o", "*bf16"), ("h0_source", "*fp32"), ("h0_indices", "*i32"),
+            ("stride_h0_source", _int(hv * d * d)), ("cu_seqlens", "*i32"), ("intermediate_states_buffer", "*fp32"),
+            ("intermediate_state_indices", "*i32"), ("cache_steps", "i32"),
+            *((("retrieve_parent_token_ptr", "*i64"),) if tree else ()),
+            ("scale", "fp32"), ("T", "i32"), ("stride_a", "i32"), ("stride_q", "i32:16"), ("stride_k", "i32:16"),
+            ("stride_v", "i32:16"), ("stride_b", "i32"))
+
+
+def gdn_in_default(spec: Spec) -> bool:
+    """Outside the full profile: the one-GPU layer at the spine and first branching widths (``NP2_T`` 16, 32)."""
+    consts = dict(spec.constexprs)
+    return consts["HV"] == geometry(*LINEAR_STATIC_LAYERS[0])["value_heads"] and consts["NP2_T"] <= 32
+
+
+SGLANG_GDN_VERIFY_TREE_TRITON = TritonKernel(kernel="gdn_verify_tree", fn=GDN_RECURRENT_KERNEL,
+                                             signature=_gdn_signature(True), specialize_all=gdn_verify_specs(True),
+                                             in_default=gdn_in_default)
+SGLANG_GDN_VERIFY_CHAIN_TRITON = TritonKernel(kernel="gdn_verify_chain", fn=GDN_RECURRENT_KERNEL,
+                                              signature=_gdn_signature(False), specialize_all=gdn_verify_specs(False),
+                                              in_default=gdn_in_default)
+
+
+def conv_verify_specs(cases, arch: str) -> list[Spec]:
+    """The verify-time conv kernel as the GDN backend launches it in target verify: x a transposed view of
+    ``[bs, D, dim]``, the conv pool ``[P + 1, dim, W - 1]`` and window scratch ``[P + 1, C, dim, W - 1]`` (strides
+    and the pool's rows are constexpr: P = 256, ``--max-running-requests 256``; C = ``max(16, D)``), the tree's
+    retrieve links, SiLU, no bias, ``BLOCK_N = 256``, Triton's default launch. The live width is unrolled, so one
+    build per ``D``: the spine budgets 8 / 12 / 15 and budget 16 (on sm120 only outside the full profile)."""
+    out = []
+    for name, tp in LINEAR_STATIC_LAYERS[:1]:
+        g = geometry(name, tp)
+        dim, w = (2 * g["key_heads"] + g["value_heads"]) * g["head_dim"], g["conv_kernel"]
+        rows = 257
+        for budget in LINEAR_STATIC_BUDGETS[:4]:
+            d = budget + 1
+            c = max(16, d)
+            consts = dict(
+                bias_ptr=None, cache_seqlens_ptr=None, num_accept_tokens_ptr=None, dim=dim, seqlen=d, state_len=w - 1,
+                num_cache_lines=rows, stride_x_seq=d * dim, stride_x_dim=1, stride_x_token=dim, stride_w_dim=w,
+                stride_w_width=1, stride_conv_state_seq=dim * (w - 1), stride_conv_state_dim=w - 1,
+                stride_conv_state_tok=1, stride_state_indices=1, stride_inter_seq=c * dim * (w - 1),
+                stride_inter_step=dim * (w - 1), stride_inter_dim=w - 1, stride_inter_win=1,
+                stride_intermediate_state_indices=1, stride_retrieve_next_token_seq=d,
+                stride_retrieve_next_token_token=1, stride_retrieve_next_sibling_seq=d,
+                stride_retrieve_next_sibling_token=1, stride_retrieve_parent_token_seq=d,
+                stride_retrieve_parent_token_token=1, stride_o_seq=dim * d, stride_o_dim=d, stride_o_token=1,
+                pad_slot_id=-1, HAS_BIAS=False, KERNEL_WIDTH=w, SILU_ACTIVATION=True, IS_CONTINUOUS_BATCHING=True,
+                IS_SPEC_DECODING=False, NP2_STATELEN=_next_pow2(w - 1), NP2_SEQLEN=_next_pow2(d), USE_PAD_SLOT=True,
+                BLOCK_N=256, SAVE_INTERMEDIATE=True, HAS_EAGLE_TREE_CUSTOM_ATTN_MASK=True,
+                USE_GDC=arch_major(arch) >= 9)
+            out.append(Spec(f"dim{dim}-w{w}-d{d}", tuple(consts.items())))
+    return out
+
+
+SGLANG_CONV_VERIFY_TRITON = TritonKernel(
+    kernel="conv_verify_tree", fn=CONV_UPDATE_KERNEL,
+    signature=(("x_ptr", "*bf16"), ("w_ptr", "*bf16"), ("conv_state_ptr", "*bf16"), ("conv_state_indices_ptr", "*i32"),
+               ("intermediate_conv_window_ptr", "*bf16"), ("intermediate_state_indices_ptr", "*i32"),
+               ("retrieve_next_token_ptr", "*i64"), ("retrieve_next_sibling_ptr", "*i64"),
+               ("retrieve_parent_token_ptr", "*i64"), ("o_ptr", "*bf16"), ("batch", "i32")),
+    specialize_all=conv_verify_specs, default_archs=("sm120",))

@@ -71,8 +71,8 @@ class StaticCell:
 def static_cells(backends: Iterable, cases: Iterable[VerifyCase], archs: Iterable[str] = STATIC_ARCHES,
                  profile: str = "full") -> list[StaticCell]:
     """Every cell: arch x backend x the static entries of the kernels it implements x their
-    specializations over ``cases``. An entry with ``default_archs`` (a heavy build) compiles only for those
-    outside the ``full`` profile (the nightly workflow's)."""
+    specializations over ``cases``. An entry with ``default_archs`` (a heavy build) compiles only for those, and one
+    with ``in_default`` only the specializations it keeps, outside the ``full`` profile (the nightly workflow's)."""
     cases = tuple(cases)
     cells = []
     for arch in archs:
@@ -80,7 +80,9 @@ def static_cells(backends: Iterable, cases: Iterable[VerifyCase], archs: Iterabl
             for entry in (e for impl in getattr(backend, "implements", ()) for e in impl.static):
                 if profile != "full" and getattr(entry, "default_archs", None) and arch not in entry.default_archs:
                     continue
-                cells += [StaticCell(arch, backend.name, entry, spec) for spec in entry.specs(cases, arch)]
+                keep = getattr(entry, "in_default", None) if profile != "full" else None
+                cells += [StaticCell(arch, backend.name, entry, spec) for spec in entry.specs(cases, arch)
+                          if keep is None or keep(spec)]
     return cells
 
 

@@ -15,6 +15,7 @@ from ddtree_compat.families.verify.records import make_case
 from ddtree_compat.exitcodes import Exit
 from ddtree_compat.families.commit.records import commit_cases
 from ddtree_compat.families.ddtree.records import DDTreeCase
+from ddtree_compat.families.linear.records import linear_cases
 from ddtree_compat.processes import group_alive
 from tests.envs import own_env
 
@@ -22,6 +23,7 @@ CLI = [sys.executable, "-m", "ddtree_compat"]
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:benchmark", "test_x.py"]
 USAGE, PYTEST_USAGE = int(Exit.USAGE), int(pytest.ExitCode.USAGE_ERROR)
 
+LINEAR = linear_cases("interpret")[0]
 RESULT = {"kind": "result", "kernel": "verify_tree_greedy", "tier": "interpret", "backend": "oracle",
           "arch": "interpret", "case_id": "b8-spine-deep-bs3", "outcome": "pass", "budget": 8, "topology": "spine",
           "plant": "deep", "batch": 3, "block_size": 16, "mode": "spine", "env_id": "e1"}
@@ -54,6 +56,8 @@ def _workspace(root: Path) -> None:
         "schema.json": json.dumps({"schema": "someone-else/1"}),
         "commit.json": commit_cases((case,))[0].to_json(),
         "ddtree_budget.json": json.dumps({**json.loads(DDTreeCase(8).to_json()), "budget": "8"}),
+        "linear_dtype.json": json.dumps({**json.loads(LINEAR.to_json()), "state_dtype": "fp8"}),
+        "linear_heads.json": json.dumps({**json.loads(LINEAR.to_json()), "key_heads": 3, "value_heads": 4}),
         "afile": "a file, not a folder\n",
         "out/earlier.jsonl": "not ours\n",
         "out/binary.jsonl": bytes(range(256)),
@@ -108,6 +112,11 @@ CASES = [
     ("replay-ddtree-budget-a-string", CLI + ["replay", "ddtree_budget.json", "--backend", "oracle"], USAGE,
      "ddtree_budget.json"),
     ("replay-not-json", CLI + ["replay", "notjson.json", "--backend", "oracle"], USAGE, "not a case file"),
+    ("replay-linear-unknown-state-dtype", CLI + ["replay", "linear_dtype.json", "--backend", "oracle", "--kernel",
+                                                 "gdn_verify_tree"], USAGE,
+     "field 'state_dtype' = 'fp8': unknown state dtype; allowed: fp32, bf16"),
+    ("replay-linear-bad-head-geometry", CLI + ["replay", "linear_heads.json", "--backend", "oracle", "--kernel",
+                                               "gdn_verify_tree"], USAGE, "bad head geometry"),
     ("replay-other-schema", CLI + ["replay", "schema.json", "--backend", "oracle"], USAGE,
      "field 'schema' = 'someone-else/1'"),
     ("replay-unknown-backend", CLI + ["replay", "case.json", "--backend", "nope"], USAGE, "field '--backend' = 'nope'"),

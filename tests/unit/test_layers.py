@@ -85,7 +85,7 @@ TORCH_FREE = (3, 4)
 NO_TORCH_AT_IMPORT = (0, 1, 2)
 """Floors that import torch and Triton only inside a function."""
 BUILDS_ON = {"commit": {"verify"}, "attention": {"verify"}, "ddtree": {"verify"}, "sampling": {"verify"},
-             "scale": {"ddtree", "attention"}}
+             "linear": {"verify"}, "scale": {"ddtree", "attention"}}
 """The families a family may import (docs/architecture.md: a family imports another only if it builds on it)."""
 
 

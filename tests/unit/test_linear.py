@@ -1,0 +1,125 @@
+"""The linear-attention family: the oracle's rules on hand-worked trees, the reference column passing every case,
+each broken variant called wrong on every case that can show it, the cases' geometry and bad input."""
+
+import numpy as np
+import pytest
+
+from ddtree_compat import records
+from ddtree_compat.contract import CaseContext
+from ddtree_compat.backends.oracle_column import OracleBackend
+from ddtree_compat.errors import CaseError
+from ddtree_compat.families.linear import oracle
+from ddtree_compat.families.linear.records import (GEOMETRIES, KERNELS, LinearCase, geometry, linear_cases,
+                                                   worker_capacity)
+from ddtree_compat.families.linear.variants import CommitsWrongStep, ConvWindowShifted, TreeAsChain
+from ddtree_compat.families.verify.records import make_case
+
+CASES = linear_cases("interpret")
+
+
+def run(kernel: str, case, backend):
+    return records.get(kernel).runner()(case, backend, "cpu")
+
+
+def test_a_node_starts_from_its_parent_never_a_sibling():
+    rng = np.random.default_rng(0)
+    d, h, hv, k = 4, 1, 2, 8
+    q, kk, v = rng.normal(size=(d, h, k)), rng.normal(size=(d, h, k)), rng.normal(size=(d, hv, k))
+    a, b = rng.normal(size=(d, hv)), rng.normal(size=(d, hv))
+    A_log, dt = rng.normal(size=hv), rng.normal(size=hv)
+    s0 = rng.normal(size=(hv, k, k))
+    tree = [-1, 0, 0, 1]  # nodes 1 and 2 are siblings; 3 is 1's child
+    _, states = oracle.gdn_verify(tree, s0, q, kk, v, a, b, A_log, dt)
+    _, chain = oracle.gdn_verify([-1, 0, 1, 2], s0, q, kk, v, a, b, A_log, dt)
+    one, _ = oracle.gdn_verify([-1], states[0], q[2:3], kk[2:3], v[2:3], a[2:3], b[2:3], A_log, dt)
+    _, sibling = oracle.gdn_verify([-1], states[0], q[2:3], kk[2:3], v[2:3], a[2:3], b[2:3], A_log, dt)
+    np.testing.assert_allclose(states[2], sibling[0], rtol=0, atol=1e-12)  # node 2 = root state + its own token
+    assert not np.allclose(states[2], chain[2])  # the chain would have added node 1's token too
+    np.testing.assert_allclose(states[1], chain[1], atol=1e-12)
+
+
+def test_delta_step_by_hand():
+    state = np.zeros((2, 2))
+    k = np.array([1.0, 0.0])
+    q = np.array([0.0, 1.0])
+    out, new = oracle.delta_step(state, q, k, np.array([2.0, 3.0]), g=0.0, beta=0.5)
+    np.testing.assert_allclose(new, [[1.0, 1.5], [0.0, 0.0]])  # k (v - k^T S) beta
+    np.testing.assert_allclose(out, [0.0, 0.0])
+    out, new2 = oracle.delta_step(new, k, k, np.array([2.0, 3.0]), g=np.log(0.5), beta=1.0)
+    np.testing.assert_allclose(new2, [[2.0, 3.0], [0.0, 0.0]])  # decayed to (0.5, 0.75), then the delta fills it
+    np.testing.assert_allclose(out, [2.0, 3.0])
+
+
+def test_conv_window_follows_the_ancestors_then_the_persistent_window():
+    window0 = np.array([[10.0, 20.0, 30.0]])  # one channel, W = 4
+    x = np.array([[1.0, 2.0, 3.0, 4.0]])
+    weight = np.array([[1.0, 10.0, 100.0, 1000.0]])
+    out, windows = oracle.conv_verify([-1, 0, 0, 1], window0, x, weight, None, silu=False)
+    np.testing.assert_array_equal(windows[0], [[20.0, 30.0, 1.0]])
+    np.testing.assert_array_equal(windows[2], [[30.0, 1.0, 3.0]])  # its parent is the root, not its sibling 1
+    np.testing.assert_array_equal(windows[3], [[1.0, 2.0, 4.0]])
+    assert out[0, 3] == 30.0 + 10 * 1 + 100 * 2 + 1000 * 4
+    assert oracle.parent_table([-1, 0, 0, 1]) == [0, 0, 0, 1]
+
+
+def test_commit_copies_the_step_of_each_slot_and_skips_minus_one():
+    persistent = np.zeros((1, 4, 2))
+    scratch = np.arange(1 * 3 * 5 * 2, dtype=float).reshape(1, 3, 5, 2)
+    got = oracle.committed(persistent, scratch, slots=[2, 0, 3], rows=[0, 1, 2], steps=[4, 1, -1])
+    np.testing.assert_array_equal(got[0, 2], scratch[0, 0, 4])
+    np.testing.assert_array_equal(got[0, 0], scratch[0, 1, 1])
+    np.testing.assert_array_equal(got[0, 3], [0, 0])
+    np.testing.assert_array_equal(got[0, 1], [0, 0])
+
+
+def test_cases_cover_the_field_shapes():
+    assert {c.verify.budget for c in CASES} >= {8, 12, 15, 16, 32}
+    assert any(c.verify.slots > c.verify.num_nodes for c in CASES)  # the worker's capacity above the live width
+    assert {c.state_dtype for c in CASES} == {"fp32", "bf16"}
+    assert worker_capacity(8) == worker_capacity(12) == 16 and worker_capacity(64) == 65
+    device = linear_cases("device")
+    assert {(c.key_heads, c.value_heads, c.state_dtype) for c in device} >= {(16, 48, "fp32"), (16, 48, "bf16"), (16, 32, "bf16"), (4, 12, "fp32"), (8, 16, "fp32")}
+    assert len(linear_cases("device", full=True)) == 40
+    assert all(c.head_dim == 128 and c.conv_kernel == 4 and c.io_dtype == "bf16" for c in device)
+    assert geometry("qwen3.5-27b") == dict(key_heads=16, value_heads=48, head_dim=128, conv_kernel=4, tp=1)
+    assert set(GEOMETRIES) == {"qwen3.5-27b", "qwen3-next-80b"}
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_reference_column_passes_every_case(kernel):
+    cases = records.get(kernel).cases(CaseContext("default", (), "interpret"))
+    assert cases
+    for case in cases:
+        verdict = run(kernel, case, OracleBackend())
+        assert verdict.outcome == "pass", (case.id, verdict.message)
+
+
+@pytest.mark.parametrize("kernel, variant, shows", [
+    ("gdn_verify_tree", TreeAsChain, lambda c: not c.is_chain),
+    ("ssm_state_commit", CommitsWrongStep, lambda c: True),
+    ("conv_window_commit", CommitsWrongStep, lambda c: True),
+    ("conv_verify_tree", ConvWindowShifted, lambda c: c.conv_kernel > 2),
+])
+def test_each_variant_is_wrong_wherever_it_can_show(kernel, variant, shows):
+    shown = [c for c in CASES if shows(c)]
+    assert shown
+    for case in shown:
+        verdict = run(kernel, case, variant())
+        assert verdict.outcome == "wrong", (case.id, verdict.message)
+
+
+@pytest.mark.parametrize("field, value", [("state_dtype", "fp8"), ("io_dtype", "int8"), ("head_dim", 96),
+                                          ("conv_kernel", 5), ("value_heads", 3)])
+def test_bad_geometry_is_a_case_error(field, value):
+    good = dict(verify=make_case(8, "spine", "deep", 1), key_heads=2, value_heads=4, head_dim=128)
+    with pytest.raises(CaseError, match=field if field != "value_heads" else "head geometry"):
+        LinearCase(**{**good, field: value}).check()
+    with pytest.raises(CaseError, match="unknown head geometry"):
+        geometry("llama-3")
+    with pytest.raises(CaseError, match="does not divide"):
+        geometry("qwen3.5-27b", tp=5)
+
+
+def test_case_json_round_trip():
+    case = CASES[1]
+    assert LinearCase.from_json(case.to_json()) == case
