@@ -3,7 +3,8 @@
 # from the repo root: bash scripts/build-linear-carry.sh (writes .lincarry/; add /.lincarry/ to .git/info/exclude).
 # It holds the installed sglang package as a tarball (its kernels and the modules they import; multimodal_gen, test,
 # benchmark and bytecode left out: ~8 MB) and Python 3.12 wheels of the few modules SGLang's kernel modules import
-# that the lent host's image lacks (~7 MB).
+# that the lent host's image lacks (~7 MB); with DDTREE_IMPLS_DIR (the folder of the DDTree trees' tarballs), those
+# tarballs in impls/ (~11 MB).
 set -euo pipefail
 OUT=.lincarry
 rm -rf "$OUT" && mkdir -p "$OUT"
@@ -16,4 +17,7 @@ SITE=$(python3 -c "import os, sglang; print(os.path.dirname(os.path.dirname(sgla
 VERSION=$(python3 -c "import sglang; print(sglang.__version__)")
 tar -C "$SITE" -cJf "$OUT/sglang-$VERSION.tar.xz" --exclude=sglang/multimodal_gen --exclude=sglang/test \
   --exclude=__pycache__ --exclude=sglang/benchmark --exclude='*.so' sglang "sglang-$VERSION.dist-info"
+if [ -n "${DDTREE_IMPLS_DIR:-}" ]; then
+  mkdir -p "$OUT/impls" && cp "$DDTREE_IMPLS_DIR"/*.tar.xz "$OUT/impls/"
+fi
 du -sh "$OUT"

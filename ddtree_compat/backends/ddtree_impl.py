@@ -78,6 +78,15 @@ def interpret_subset(target, case) -> str | None:
             "B <= 16 only (Triton's interpreter: up to 25 s a cell on a CPU core); this cell runs on the device tier")
 
 
+def _linear_interpret_subset(target, case) -> str | None:
+    """On the interpret tier an implementation's linear-attention kernels run on the cells of budget <= 12 only (the
+    release's run every cell there; Triton's interpreter: 1-5 s a cell)."""
+    if target.tier != "interpret" or case is None or case.verify.budget <= 12:
+        return None
+    return ("the interpret tier runs an implementation's linear-attention kernels at budgets up to 12 only (the "
+            "release's kernels run every cell there); this cell runs on the device tier")
+
+
 def static_entries(impl: impls.DDTreeImpl, jits: tuple[places.Jit, ...]) -> tuple[TritonKernel, ...]:
     """Static-tier entries of an implementation's kernels, at the grid's budgets (``q = B + 1``)."""
     return tuple(TritonKernel(kernel=j.name.strip("_"), fn=f"{impl.kernel_module}::{j.name}", signature=j.signature,
@@ -131,7 +140,7 @@ class DDTreeImplBackend(LinearCalls, Backend):
 
     def _linear_kernels(self, where: str) -> list[KernelImpl]:
         modules = {name: functions for name, _, functions in self.impl.linear_modules}
-        return [KernelImpl(kernel, "triton", what=f"{where}'s Triton {function}")
+        return [KernelImpl(kernel, "triton", what=f"{where}'s Triton {function}", refuse=_linear_interpret_subset)
                 for kernel, (module, function) in self.LINEAR.items() if function in modules.get(module, ())]
 
     def linear_function(self, kernel: str, on_host: bool):

@@ -400,9 +400,9 @@ def _gdn_signature(tree: bool, hv: int = 48, h: int = 16, d: int = 128) -> tuple
 
 
 def gdn_in_default(spec: Spec) -> bool:
-    """Outside the full profile: the one-GPU layer at the spine and first branching widths (``NP2_T`` 16, 32)."""
+    """Outside the full profile: the one-GPU layer at the spine budgets' width (``NP2_T`` 16: budgets 8, 12, 15)."""
     consts = dict(spec.constexprs)
-    return consts["HV"] == geometry(*LINEAR_STATIC_LAYERS[0])["value_heads"] and consts["NP2_T"] <= 32
+    return consts["HV"] == geometry(*LINEAR_STATIC_LAYERS[0])["value_heads"] and consts["NP2_T"] <= 16
 
 
 SGLANG_GDN_VERIFY_TREE_TRITON = TritonKernel(kernel="gdn_verify_tree", fn=GDN_RECURRENT_KERNEL,
@@ -418,7 +418,8 @@ def conv_verify_specs(cases, arch: str) -> list[Spec]:
     ``[bs, D, dim]``, the conv pool ``[P + 1, dim, W - 1]`` and window scratch ``[P + 1, C, dim, W - 1]`` (strides
     and the pool's rows are constexpr: P = 256, ``--max-running-requests 256``; C = ``max(16, D)``), the tree's
     retrieve links, SiLU, no bias, ``BLOCK_N = 256``, Triton's default launch. The live width is unrolled, so one
-    build per ``D``: the spine budgets 8 / 12 / 15 and budget 16 (on sm120 only outside the full profile)."""
+    build per ``D``: the spine budgets 8 / 12 / 15 and budget 16 (outside the full profile: on sm120, budgets 8 and 12,
+    the field's)."""
     out = []
     for name, tp in LINEAR_STATIC_LAYERS[:1]:
         g = geometry(name, tp)
@@ -451,4 +452,5 @@ SGLANG_CONV_VERIFY_TRITON = TritonKernel(
                ("intermediate_conv_window_ptr", "*bf16"), ("intermediate_state_indices_ptr", "*i32"),
                ("retrieve_next_token_ptr", "*i64"), ("retrieve_next_sibling_ptr", "*i64"),
                ("retrieve_parent_token_ptr", "*i64"), ("o_ptr", "*bf16"), ("batch", "i32")),
-    specialize_all=conv_verify_specs, default_archs=("sm120",))
+    specialize_all=conv_verify_specs, default_archs=("sm120",),
+    in_default=lambda spec: dict(spec.constexprs)["seqlen"] in (9, 13))
