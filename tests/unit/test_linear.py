@@ -8,6 +8,7 @@ from ddtree_compat import records
 from ddtree_compat.contract import CaseContext
 from ddtree_compat.backends.oracle_column import OracleBackend
 from ddtree_compat.errors import CaseError
+from ddtree_compat.impls import paths_from_env
 from ddtree_compat.families.linear import oracle
 from ddtree_compat.families.linear.records import (GEOMETRIES, KERNELS, LinearCase, geometry, linear_cases,
                                                    worker_capacity)
@@ -123,3 +124,26 @@ def test_bad_geometry_is_a_case_error(field, value):
 def test_case_json_round_trip():
     case = CASES[1]
     assert LinearCase.from_json(case.to_json()) == case
+
+
+IMPL_PATHS = paths_from_env()
+"""DDTREE_IMPLS as the run was given it (CI sets it; without it these tests skip, saying so)."""
+
+
+@pytest.mark.parametrize("path", IMPL_PATHS or [pytest.param(None, marks=pytest.mark.skip(
+    reason="DDTREE_IMPLS is not set: no DDTree implementation to read"))])
+def test_each_tree_s_own_linear_kernels_are_declared_and_its_interpret_share_stated(path):
+    from ddtree_compat import impls
+    from ddtree_compat.backends.ddtree_impl import DDTreeImplBackend
+    from ddtree_compat.contract import kernels_of
+    from ddtree_compat.tiers import Target
+
+    backend = DDTreeImplBackend(impls.describe(path))
+    declared = set(kernels_of(backend))
+    assert {"gdn_verify_tree", "gdn_verify_chain", "ssm_state_commit"} <= declared, declared
+    assert "conv_verify_tree" not in declared  # its module imports the tree's own SGLang: not loadable by path
+    case = next(c for c in CASES if c.verify.budget > 12)
+    from ddtree_compat.contract import implementation
+
+    refusal = implementation(backend, "gdn_verify_tree").refuse(Target("interpret", "cpu"), case)
+    assert refusal and "device tier" in refusal  # the kernels themselves run in the main job's interpret tier
