@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ...cases import stable_seed
-from ...harness.buffers import POISON, Guarded, Inputs, canary_report, compare
+from ...harness.buffers import CANARY_BAND, Guarded, Inputs, canary_report, compare
 from ...harness.calls import check
 from ..verify.oracle import to_eagle
 from . import oracle
@@ -138,10 +138,6 @@ def close(name: str, got: torch.Tensor, want: np.ndarray, tol: float) -> list[st
     return []
 
 
-def _bits(g: Guarded) -> torch.Tensor:
-    return g.storage
-
-
 def untouched(name: str, g: Guarded, before: torch.Tensor, keep: torch.Tensor) -> list[str]:
     """Bits of ``g``'s storage where ``keep`` (bool, the storage's shape) is set must equal ``before``'s."""
     got = g.storage
@@ -156,8 +152,6 @@ def _body_mask(g: Guarded, shape: tuple[int, ...]) -> tuple[torch.Tensor, torch.
     """``(keep, body)``: a storage-shaped bool mask (bands set, body clear) and the body's view of it."""
     keep = torch.ones_like(g.storage, dtype=torch.bool)
     n = g.view.numel()
-    from ...harness.buffers import CANARY_BAND
-
     keep[CANARY_BAND:CANARY_BAND + n] = False
     return keep, keep[CANARY_BAND:CANARY_BAND + n].view(shape)
 
@@ -298,8 +292,6 @@ def _commit_check(case: LinearCase, backend, device: str, entry: tuple[int, ...]
     getattr(backend, method)(pool.view, scratch.view, dst, steps)
 
     def judge() -> list[str]:
-        from ...harness.buffers import CANARY_BAND
-
         held = [*lay.slots, lay.spare]  # the slots the commit names: the oracle's rows
         body = before[CANARY_BAND:CANARY_BAND + pool.view.numel()].view(pool_shape)
         src = scratch_before[CANARY_BAND:CANARY_BAND + scratch.view.numel()].view(scratch_shape)
