@@ -111,6 +111,9 @@ class TinyShape:
         max_positions: ``max_position_embeddings`` (the context length SGLang serves).
         rope_theta: RoPE base.
         rms_norm_eps: RMSNorm epsilon.
+        vocab_pad: padding tokens after the code's (:attr:`served_vocab`).
+        hybrid: the target is the Qwen3.5 family's hybrid class, Gated DeltaNet layers before a full-attention
+            layer (:mod:`.hybrid`), instead of ``Qwen3ForCausalLM``; the drafts are the same.
     """
 
     digits_a: int = 8
@@ -125,6 +128,7 @@ class TinyShape:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-6
     vocab_pad: int = 0
+    hybrid: bool = False
 
     @property
     def vocab(self) -> int:
@@ -155,12 +159,17 @@ class Agreement:
     is ``b mod period``); ``period=None`` agrees everywhere, ``period=1`` nowhere.
 
     Attributes:
-        name: ``always``, ``never`` or ``mod<p>`` (used in ids and directory names).
+        name: ``always``, ``never``, ``mod<p>``, ``never-second`` or ``mod<p>-second`` (used in ids and directory names).
         period: ``p`` or ``None``.
+        runner_up: where the draft disagrees, ``succ(t)`` ranks second (after the poison token, which ranks first)
+            instead of outside the top 63 (:data:`RUNNER_UP_GAIN`): a best-first tree with room for one more node
+            than the chain accepts through a sibling (DFLASH and DDTREE drafts; EAGLE trees of one step, whose top-2
+            children of the root always hold ``succ``).
     """
 
     name: str
     period: int | None
+    runner_up: bool = False
 
     def agrees(self, token: int) -> bool:
         return self.period is None or token % self.period != self.period - 1
@@ -175,8 +184,15 @@ ALWAYS = Agreement("always", None)
 NEVER = Agreement("never", 1)
 
 
+RUNNER_UP_GAIN = 0.25
+"""Where a ``mod<p>-second`` draft disagrees, its map scales the ``b``-digit one-hot by this instead of flipping its
+sign: ``succ(t)`` shares both digits at ``1 + 0.25`` against the other ``a``-digit tokens' 1, so it ranks second,
+below the poison token (the DFlash draft's logits there: poison 27.2, succ 22.7, the rest <= 18.1)."""
+
+
 def agreement(name: str) -> Agreement:
-    """``always``, ``never`` or ``mod<p>`` (``p`` a power of two, ``2 <= p <= NB``).
+    """``always``, ``never``, ``mod<p>``, or ``never-second`` / ``mod<p>-second`` (``p`` a power of two,
+    ``2 <= p <= NB``).
 
     Raises:
         ValueError: any other name.
@@ -185,11 +201,15 @@ def agreement(name: str) -> Agreement:
         return ALWAYS
     if name == "never":
         return NEVER
-    if name.startswith("mod") and name[3:].isdigit():
-        p = int(name[3:])
+    base, runner_up = (name[:-len("-second")], True) if name.endswith("-second") else (name, False)
+    if base == "never" and runner_up:
+        return Agreement(name, 1, True)
+    if base.startswith("mod") and base[3:].isdigit():
+        p = int(base[3:])
         if p >= 2 and p & (p - 1) == 0:
-            return Agreement(name, p)
-    raise ValueError(f"agreement {name!r}: expected always, never or mod<p> with p a power of two >= 2")
+            return Agreement(name, p, runner_up)
+    raise ValueError(f"agreement {name!r}: expected always, never, never-second, mod<p> or mod<p>-second with p a "
+                     "power of two >= 2")
 
 
 def succ(token: int, vocab: int) -> int:
@@ -241,13 +261,13 @@ def successor_head(shape: TinyShape) -> torch.Tensor:
 
 def draft_map(shape: TinyShape, agree: Agreement) -> torch.Tensor:
     """Diagonal ``A = I - 2 D`` as a ``[H]`` vector of +-1 (``D``: the ``b``-digit dims of the tokens the
-    draft disagrees on)."""
+    draft disagrees on); a runner-up agreement scales those dims by :data:`RUNNER_UP_GAIN` instead."""
     diag = torch.ones(shape.hidden)
     if agree.period is not None:
         if shape.digits_b % agree.period:
             raise ValueError(f"period {agree.period} does not divide digits_b {shape.digits_b}")
         b = torch.arange(shape.digits_b)
-        diag[shape.digits_a + b[b % agree.period == agree.period - 1]] = -1.0
+        diag[shape.digits_a + b[b % agree.period == agree.period - 1]] = RUNNER_UP_GAIN if agree.runner_up else -1.0
     return diag
 
 
@@ -405,7 +425,8 @@ def _qwen3_config(shape: TinyShape, layers: int) -> dict:
 
 
 def target_config(shape: TinyShape) -> dict:
-    """config.json of the target (HF ``Qwen3Config`` fields)."""
+    """config.json of the attention-only target (HF ``Qwen3Config`` fields; a hybrid shape's is
+    :func:`.hybrid.target_config`)."""
     return _qwen3_config(shape, shape.target_layers)
 
 
@@ -492,5 +513,7 @@ class DraftSpec:
 
 
 def write_target(root: str | Path, shape: TinyShape = TinyShape()) -> Path:
-    """Write the target under ``root/target``."""
+    """Write the attention-only target under ``root/target`` (a hybrid shape's: :func:`.hybrid.write_target`)."""
+    if shape.hybrid:
+        raise ValueError("a hybrid shape's target is written by ddtree_compat.e2e.hybrid.write_target")
     return write_checkpoint(Path(root) / "target", target_config(shape), target_tensors(shape))

@@ -28,6 +28,11 @@ Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for 
   (the successor alone) judged as greedy, with a never-agreeing EAGLE draft beside; and a planted skew
   (:data:`SKEW`) whose verdict must be ``wrong``. SGLang's own attention choice only, unless
   ``--ddtree-e2e-attention`` names others.
+* ``hybrid``: the same servers on a hybrid target (:mod:`.hybrid`: the Qwen3.5 family's class, Gated DeltaNet layers
+  whose recurrent state decides a token): EAGLE (a chain, and a top-k 4 tree), DFLASH block 16, DDTREE spine budgets
+  8, 12, 15 and branching budgets 16, 32, 64 with a ``mod8-second`` draft (where it disagrees ``succ`` is the poison
+  token's sibling, so the accepted path leaves the chain: a tree verified as one chain in node order changes tokens),
+  and an EAGLE tree of one step, top-k 2, whose ``never-second`` draft ranks the poison first and ``succ`` second.
 * ``dflash-ddtree``: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, budget =
   block size - 1: blocks 9, 13 and 16) and plain DFLASH.
 
@@ -49,12 +54,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from . import checkpoints as ck
+from . import checkpoints as ck, hybrid
 from .attention import SGLANG_CHOICE, TARGET_ATTENTION, parse_attention
-from .expect import PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase, rounds_for
+from .expect import (PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase,
+                     rounds_for, tree_accepts)
 from .sampling import TOKENS_PER_CELL, Sampling
 
-PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree", "sampling", "scale")
+PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree", "sampling", "scale",
+            "hybrid")
 NONE = "NONE"
 DDTREE = "DDTREE"
 START_TOKEN = 7
@@ -239,6 +246,12 @@ class ServerConfig:
     def round_accepts(self, shape: ck.TinyShape) -> RoundAccepts | None:
         if not self.speculative:
             return None
+        if self.algorithm == DDTREE and self.draft.agree.runner_up:
+            return tree_accepts(self.draft.agree, self.budget, self.block_size - 1, shape.vocab)
+        if self.dflash_ddtree and self.draft.agree.runner_up:  # budget = block - 1 = depth
+            return tree_accepts(self.draft.agree, self.chain_depth, self.chain_depth, shape.vocab)
+        if self.algorithm in (ck.EAGLE, ck.STANDALONE) and self.draft.agree.runner_up:  # one step, succ in the top 2
+            return chain_accepts(ck.ALWAYS, self.chain_depth, shape.vocab)
         return chain_accepts(self.draft.agree, self.chain_depth, shape.vocab)
 
     def expectation(self, phase: Phase, shape: ck.TinyShape) -> PhaseExpectation:
@@ -255,10 +268,26 @@ class ServerConfig:
 
 
 def expected_accept(config: ServerConfig) -> int:
-    """Accept length of every round of an aligned request (1 without speculation)."""
+    """Accept length of every round of an aligned request (1 without speculation; a runner-up DDTREE draft: its
+    first round's, :func:`runner_up_tokens`)."""
     if not config.speculative:
         return 1
+    if config.algorithm == DDTREE and config.draft.agree.runner_up:
+        return config.round_accepts(ck.TinyShape())(0) + 1
+    if config.algorithm in (ck.EAGLE, ck.STANDALONE) and config.draft.agree.runner_up:
+        return aligned_accept(ck.ALWAYS, config.chain_depth)
     return aligned_accept(config.draft.agree, config.chain_depth)
+
+
+def runner_up_tokens(config: ServerConfig, vocab: int) -> int:
+    """``max_new_tokens`` of a runner-up DDTREE request: the prefill's token and :func:`.expect.rounds_for` whole
+    rounds from a root ``0 mod 8`` (every chain prompt's), whose accept lengths differ (the first round accepts through
+    a sibling and leaves the next root off the period)."""
+    accepts, root, tokens = config.round_accepts(ck.TinyShape()), 0, 1
+    for _ in range(rounds_for(expected_accept(config))):
+        k = accepts(root)
+        tokens, root = tokens + k + 1, (root + k + 1) % vocab
+    return tokens
 
 
 def prompt(j: int, vocab: int = 512) -> tuple[int, ...]:
@@ -308,6 +337,10 @@ def _graph(graph: bool) -> str:
 
 def _spec(algo: str, topk: int, steps: int, nodes: int, agree: str, graph: bool) -> ServerConfig:
     a = ck.agreement(agree)
+    if a.runner_up and (topk < 2 or steps != 1):
+        raise ValueError(f"{algo} k{topk} s{steps} with {agree}: a runner-up draft needs one step of top-k >= 2 (the "
+                         "root's top-2 children then hold succ: one draft accepted per round, what the expectation "
+                         "models)")
     return ServerConfig(f"{algo.lower()}-k{topk}-s{steps}-d{nodes}-{a.name}-{_graph(graph)}", algo,
                         ck.DraftSpec(algo, a), steps, topk, nodes, graph)
 
@@ -439,13 +472,34 @@ SCALE_SHAPE = ck.TinyShape(vocab_pad=ck.REAL_VOCAB - ck.TinyShape().vocab)
 
 
 def shape_for(profile: str) -> ck.TinyShape:
-    """The tiny checkpoints' shape of an e2e profile: :data:`SCALE_SHAPE` for ``scale``, else the default."""
-    return SCALE_SHAPE if profile == "scale" else ck.TinyShape()
+    """The tiny checkpoints' shape of an e2e profile: :data:`SCALE_SHAPE` for ``scale``, :data:`HYBRID_SHAPE` for
+    ``hybrid``, else the default."""
+    return {"scale": SCALE_SHAPE, "hybrid": HYBRID_SHAPE}.get(profile, ck.TinyShape())
 
+
+_HYBRID = [  # the hybrid target (HYBRID_SHAPE); DDTREE skips where the installed SGLang lacks it
+    _ddtree(8, "always", False),
+    _ddtree(12, "always", False),
+    _ddtree(15, "always", True),
+    _ddtree(12, "mod8-second", False),
+    _ddtree(16, "mod8-second", False),
+    _ddtree(32, "mod8-second", True),
+    _ddtree(64, "mod8-second", False),
+    _dflash(16, "always", False),
+    _dflash(16, "mod8-second", False),
+    _dflash(16, "always", False, DFLASH_ENABLE_DDTREE),
+    _dflash(9, "always", False, DFLASH_ENABLE_DDTREE),
+    _dflash(16, "mod8-second", False, DFLASH_ENABLE_DDTREE),
+    _spec(ck.EAGLE, 1, 8, 9, "always", False),
+    _spec(ck.EAGLE, 1, 8, 9, "mod4", False),
+    _spec(ck.EAGLE, 4, 3, 9, "mod2", False),
+    _spec(ck.EAGLE, 2, 1, 3, "never-second", False),
+]
+HYBRID_SHAPE = hybrid.SHAPE
 
 _PROFILES = {"default": _DEFAULT, "full": _DEFAULT + _FULL_EXTRA, "ddtree": _DDTREE, "ddtree-boundary": _DDTREE_BOUNDARY,
              "ddtree-smoke": _DDTREE_SMOKE,
-             "dflash-ddtree": _DFLASH_DDTREE, "sampling": _SAMPLING, "scale": _SCALE}
+             "dflash-ddtree": _DFLASH_DDTREE, "sampling": _SAMPLING, "scale": _SCALE, "hybrid": _HYBRID}
 
 
 def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
@@ -491,7 +545,8 @@ def _config_phases(c: ServerConfig, conc: tuple[int, ...], vocab: int) -> tuple[
         n = max(-(-TOKENS_PER_CELL // clients), LAW_MIN_TOKENS)
         reqs = tuple(RequestPlan(prompt_fn(i, vocab), n, c.sampling) for i in range(clients))
         return (Phase(f"c{clients}", clients, reqs),)
-    phases = _phases(expected_accept(c), concurrencies(c, conc), vocab, prompt_fn=prompt_fn)
+    fixed = runner_up_tokens(c, vocab) if c.algorithm == DDTREE and c.draft.agree.runner_up else None
+    phases = _phases(expected_accept(c), concurrencies(c, conc), vocab, fixed_tokens=fixed, prompt_fn=prompt_fn)
     if c.sampling is None:
         return phases
     return tuple(replace(p, requests=tuple(replace(r, sampling=c.sampling) for r in p.requests)) for p in phases)

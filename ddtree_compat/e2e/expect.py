@@ -67,6 +67,39 @@ def chain_accepts(agree: Agreement, depth: int, vocab: int) -> RoundAccepts:
     return k
 
 
+DRAFT_LOG_PROBS = {"agree": (0.0, -8.08, -15.8), "second": (-4.508, -0.019, -8.77)}
+"""Log-probabilities of the DFlash draft's ``(succ, poison, every other)`` candidates at a depth where it agrees, and
+where a ``mod<p>-second`` draft disagrees (measured from the reference draft, ``tests/e2e/test_hybrid.py``)."""
+
+
+def tree_accepts(agree: Agreement, budget: int, depth: int, vocab: int) -> RoundAccepts:
+    """``k(r)`` of a DDTREE round of budget ``budget`` whose draft is a runner-up agreement (``mod<p>-second``): the
+    suite's best-first build (``families/verify/oracle.py``) over the draft's per-depth log-probabilities
+    (:data:`DRAFT_LOG_PROBS`), walked greedily against ``succ``. Where the chain reaches a disagreeing depth the
+    tree may hold ``succ`` as a sibling of the poison token: a budget above the chain's depth accepts through it."""
+    import numpy as np
+
+    from ..families.verify.oracle import build_best_first
+
+    def k(root: int) -> int:
+        logits = np.empty((depth, vocab))
+        for j in range(depth):
+            succ_lp, poison_lp, rest = DRAFT_LOG_PROBS["agree" if agree.agrees((root + j) % vocab) else "second"]
+            logits[j] = rest
+            logits[j, (root + j + 1) % vocab] = succ_lp
+            logits[j, vocab - 2] = poison_lp
+        tree = build_best_first(logits, budget, root)
+        node, got = 0, 0
+        while True:
+            want = (tree.tokens[node] + 1) % vocab
+            child = next((i for i, p in enumerate(tree.parents) if p == node and tree.tokens[i] == want), None)
+            if child is None:
+                return got
+            node, got = child, got + 1
+
+    return k
+
+
 @dataclass(frozen=True)
 class RequestPlan:
     """One ``/generate`` request: ``input_ids`` and ``max_new_tokens`` (``ignore_eos``), greedy unless ``sampling``

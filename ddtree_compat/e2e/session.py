@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..arch import Gpu
-from . import checkpoints as ck
+from . import checkpoints as ck, hybrid
 from . import logparse
 from .baseline import Baseline
 from .command import SERVER_MODULE
@@ -144,7 +144,8 @@ class E2ESession:
         with self._lock:
             if self._checkpoints is None:
                 t, base = time.time(), self.root / "checkpoints"
-                out = {"target": ck.write_target(base, self.shape)}
+                write_target = hybrid.write_target if self.shape.hybrid else ck.write_target
+                out = {"target": write_target(base, self.shape)}
                 for spec in drafts(list(self.configs.values())):
                     out[spec.name] = write_draft(base, spec, self.shape)
                 self._checkpoints = out

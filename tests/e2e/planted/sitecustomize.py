@@ -1,17 +1,22 @@
-"""H200 negative control for the poison target: flips one visibility bit in a DDTree build of SGLang.
+"""Negative controls on the device: each plants one fault in the SGLang a server runs, which a correct suite must
+record ``wrong``.
 
-Put this folder first on ``PYTHONPATH`` of a pytest e2e run (the servers inherit it). When a server process
-imports ``sglang.srt.speculative.ddtree_utils`` (rancy-ddtree-v2; the worker imports ``compile_ddtree_tree``
-from it by name, so the module is patched right after its first import, before the worker binds the name),
-``compile_ddtree_tree`` gets a visibility tensor in which, for every request whose tree has more than two
-nodes, node 1 (the first node the build added, the head of the argmax chain) also sees the last node of the
-tree (an off-chain node: with the poison drafts, a poison sibling). Nothing else changes. A correct verify
-never shows a node a sibling, so with the poison target the server's tokens must differ from the
-target-only run: the cell is recorded ``wrong`` (``docs/e2e.md``, "Negative control of the mask"). Spine
-trees (budget <= 15 with an agreeing draft) have no sibling to show; run it at budget 16 or more.
+Put this folder first on ``PYTHONPATH`` of a pytest e2e run (the servers inherit it); ``DDTREE_PLANT`` picks the
+plant (default ``mask``). Each patches one module right after its first import, before any caller binds its names:
 
-Each patched process appends ``planted ddtree visibility flip (pid N)`` to ``$DDTREE_PLANTED_LOG`` if set.
-Test-only: nothing in ``ddtree_compat`` imports this. Another ``sitecustomize`` further down the path still runs.
+* ``mask`` (for the poison target): rancy-ddtree-v2's ``compile_ddtree_tree`` (``sglang.srt.speculative.ddtree_utils``)
+  gets a visibility tensor in which, for every request whose tree has more than two nodes, node 1 (the head of the
+  argmax chain) also sees the tree's last node (an off-chain node: with the poison drafts, a poison sibling). A
+  correct verify never shows a node a sibling, so the server's tokens must differ from the target-only run. Spine
+  trees (budget <= 15 with an agreeing draft) have no sibling to show; run it at budget 16 or more.
+* ``gdn-chain`` (for the hybrid target): the Gated DeltaNet backend of SGLang's hybrid attention
+  (``sglang.srt.layers.attention.hybrid_linear_attn_backend``, ``MambaAttnBackendBase``) is told top-k 1 whatever
+  the server's ``--speculative-eagle-topk``, so a tree verify runs its linear layers as one chain in node order
+  (no parent table). With the hybrid target, an EAGLE tree whose accepted node follows a poison sibling in node order
+  continues the sibling's recurrent state and emits ``P - 1``: the server's tokens must differ.
+
+Each patched process appends ``planted <what> (pid N)`` to ``$DDTREE_PLANTED_LOG`` if set. Test-only: nothing in
+``ddtree_compat`` imports this. Another ``sitecustomize`` further down the path still runs.
 """
 
 import importlib.abc
@@ -21,7 +26,6 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-MODULE = "sglang.srt.speculative.ddtree_utils"
 
 
 def _log(line: str) -> None:
@@ -42,7 +46,7 @@ def flip_one_bit(visibility, actual_tree_sizes):
     return vis
 
 
-def _patch(module) -> None:
+def _patch_mask(module) -> None:
     real = module.compile_ddtree_tree
 
     def compile_ddtree_tree(*args, **kwargs):
@@ -55,6 +59,23 @@ def _patch(module) -> None:
 
     module.compile_ddtree_tree = compile_ddtree_tree
     _log("planted ddtree visibility flip")
+
+
+def _patch_gdn_chain(module) -> None:
+    base = module.MambaAttnBackendBase
+    real = base.__init__
+
+    def __init__(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        self.topk = min(self.topk, 1)
+
+    base.__init__ = __init__
+    _log("planted gdn verify as one chain")
+
+
+PLANTS = {"mask": ("sglang.srt.speculative.ddtree_utils", _patch_mask),
+          "gdn-chain": ("sglang.srt.layers.attention.hybrid_linear_attn_backend", _patch_gdn_chain)}
+MODULE, _patch = PLANTS[os.environ.get("DDTREE_PLANT", "mask")]
 
 
 class _Loader(importlib.abc.Loader):

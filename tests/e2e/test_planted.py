@@ -1,6 +1,6 @@
-"""The H200 negative control's patch (``tests/e2e/planted_mask/sitecustomize.py``) flips exactly one
-visibility bit per request, and patches rancy-ddtree-v2's ``ddtree_utils`` when that module is imported
-(loaded by file path here: its module level needs only torch and numpy)."""
+"""The device's negative controls (``tests/e2e/planted/sitecustomize.py``): the mask plant flips exactly one
+visibility bit per request and patches rancy-ddtree-v2's ``ddtree_utils`` when that module is imported (loaded by
+file path here: its module level needs only torch and numpy); the GDN plant tells the hybrid backend top-k 1."""
 
 import importlib.util
 import subprocess
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-HERE = Path(__file__).with_name("planted_mask")
+HERE = Path(__file__).with_name("planted")
 sys.path.insert(0, str(HERE))
 try:
     from sitecustomize import flip_one_bit  # noqa: E402 - this folder's, loaded as a module
@@ -48,3 +48,30 @@ def test_the_ddtree_tree_gets_patched(tmp_path):
                        env={"PYTHONPATH": f"{HERE}:{tmp_path}", "DDTREE_PLANTED_LOG": str(log), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr[-2000:]
     assert "sitecustomize" in r.stdout and "planted ddtree visibility flip" in log.read_text()
+
+
+def test_the_gdn_backend_gets_told_top_k_1(tmp_path):
+    """``DDTREE_PLANT=gdn-chain``: the hybrid backend module is patched on import (a stand-in module with SGLang's
+    class name and attribute), and SGLang's own module still defines what the patch wraps."""
+    pkg = tmp_path / "sglang" / "srt" / "layers" / "attention"
+    pkg.mkdir(parents=True)
+    for d in (tmp_path / "sglang", tmp_path / "sglang/srt", tmp_path / "sglang/srt/layers", pkg):
+        (d / "__init__.py").write_text("")
+    (pkg / "hybrid_linear_attn_backend.py").write_text(
+        "class MambaAttnBackendBase:\n    def __init__(self, topk):\n        self.topk = topk\n")
+    log = tmp_path / "planted.log"
+    code = ("from sglang.srt.layers.attention.hybrid_linear_attn_backend import MambaAttnBackendBase as B; "
+            "print(B(4).topk, B(0).topk)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": f"{HERE}:{tmp_path}", "DDTREE_PLANT": "gdn-chain",
+                            "DDTREE_PLANTED_LOG": str(log), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["1", "0"] and "planted gdn verify as one chain" in log.read_text()
+    spec = importlib.util.find_spec("sglang")
+    if spec is None:
+        pytest.skip("sglang is not installed: its hybrid backend's source is not checked")
+    src = Path(spec.origin).parent / "srt/layers/attention/hybrid_linear_attn_backend.py"
+    if not src.exists():
+        pytest.skip(f"sglang at {src.parent} has no hybrid_linear_attn_backend.py")
+    text = src.read_text()
+    assert "class MambaAttnBackendBase(" in text and "self.topk = " in text
