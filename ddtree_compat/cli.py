@@ -766,7 +766,29 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--attention", choices=["interpret", "device"],
                    help="list this verify-attention profile's cases instead (every tile configuration)")
     c.set_defaults(func=cmd_cases)
+    f = sub.add_parser("preflight", help="one serving configuration: will it work on this GPU, and if not, what to "
+                                         "change (the cells its launch flags reach, at its own shapes)",
+                       epilog=SEE_EXIT_STATUSES)
+    f.add_argument("launch", nargs="*", help="after --: the arguments of sglang.launch_server, exactly as deployed")
+    f.add_argument("--from-file", help="a launch script or a saved command line (its words after "
+                                       "sglang.launch_server)")
+    f.add_argument("--model-config", help="the model's config.json, when --model-path is no local folder")
+    f.add_argument("--arch", help="the serving GPU's arch for the static builds on a host without it (sm120, ...)")
+    f.add_argument("--sampling", action="append", help="greedy, or temperature=T[,top_p=P][,top_k=K] (repeatable; "
+                                                       "default: greedy and temperature=1)")
+    f.add_argument("--ddtree-impl", help="the DDTree build you serve (default: DDTREE_IMPLS, else the installed "
+                                         "SGLang)")
+    f.add_argument("--out-dir", default="results", help="where its results file and report go (default results/)")
+    f.add_argument("-n", "--workers", help="xdist workers (default: the sweep's)")
+    f.add_argument("--plan-only", action="store_true", help="print the configuration read and the plan; run nothing")
+    f.set_defaults(func=cmd_preflight)
     return p
+
+
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from .preflight.command import run
+
+    return run(args)
 
 
 def main(argv: list[str] | None = None) -> int:

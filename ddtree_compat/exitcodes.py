@@ -34,7 +34,8 @@ TABLE: tuple[tuple[Exit, str], ...] = (
                  "is not a case or results file; an output folder or results path that cannot be written; an "
                  "earlier sweep's `--name` without `--replace`): nothing was run, written or removed, and no "
                  "process is left"),
-    (Exit.NOT_COMPARED, "`diff` only: no regression, but not everything was compared (a backend · kernel · arch "
+    (Exit.NOT_COMPARED, "`preflight`: nothing could be checked (every line NOT CHECKED); `diff`: no regression, but "
+                        "not everything was compared (a backend · kernel · arch "
                         "ran on one side only, or no cell of a backend under test ran on both): the lines say "
                         "which and why (`ddtree_compat.gate`)"),
     (Exit.INTERNAL, "the suite itself broke (pytest's internal error, exit 3 there): a bug, report it with the "

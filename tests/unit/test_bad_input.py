@@ -98,6 +98,17 @@ CASES = [
     ("diff-unknown-kernel", CLI + ["diff", "good.jsonl", "good.jsonl", "--kernel", "nope"], USAGE,
      "field '--kernel' = 'nope': no cell of that kernel on either side; allowed: verify_tree_greedy"),
     # cases
+    ("preflight-unknown-arch", CLI + ["preflight", "--arch", "sm1x", "--", "--model-path", "m"], USAGE,
+     "field '--arch' = 'sm1x'"),
+    ("preflight-bad-sampling", CLI + ["preflight", "--sampling", "hot", "--", "--model-path", "m"], USAGE,
+     "field '--sampling' = 'hot'"),
+    ("preflight-no-launch-flags", CLI + ["preflight"], USAGE, "no launch flags"),
+    ("preflight-flag-sglang-rejects", CLI + ["preflight", "--", "--model-path", "m", "--no-such-flag"], USAGE,
+     "SGLang rejected the launch flags: unrecognized arguments: --no-such-flag"),
+    ("preflight-model-path-no-folder", CLI + ["preflight", "--", "--model-path", "org/model"], USAGE,
+     "is no local folder: give its config.json with --model-config"),
+    ("preflight-ddtree-on-a-release", CLI + ["preflight", "--", "--model-path", "m", "--speculative-algorithm",
+                                             "DDTREE"], USAGE, "point DDTREE_IMPLS"),
     ("cases-unknown-profile", CLI + ["cases", "--profile", "huge"], USAGE, "field 'profile' = 'huge'"),
     ("cases-unknown-kernel", CLI + ["cases", "--kernel", "bogus"], USAGE, "field '--kernel' = 'bogus': not a kernel"),
     ("cases-unknown-attention-profile", CLI + ["cases", "--attention", "huge"], USAGE, "invalid choice: 'huge'"),
@@ -219,7 +230,7 @@ def _snapshot(root: Path) -> dict[str, bytes | None]:
 
 def test_there_are_at_least_34_and_every_subcommand_has_some():
     assert len(CASES) >= 34 and len({c[0] for c in CASES}) == len(CASES)
-    for command in ("report", "diff", "cases", "replay", "sweep", "pytest"):
+    for command in ("report", "diff", "cases", "replay", "sweep", "preflight", "pytest"):
         assert sum(c[0].startswith(command) for c in CASES) >= 3, command
 
 

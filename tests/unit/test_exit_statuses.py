@@ -33,7 +33,7 @@ def test_each_subcommand_s_help_points_at_the_statuses_and_names_the_built_in_ba
     from ddtree_compat.cli import BACKENDS, SEE_EXIT_STATUSES, build_parser
 
     commands = build_parser()._subparsers._group_actions[0].choices
-    assert sorted(commands) == ["cases", "diff", "envelope", "replay", "report", "sweep"]
+    assert sorted(commands) == ["cases", "diff", "envelope", "preflight", "replay", "report", "sweep"]
     assert all(sub.epilog == SEE_EXIT_STATUSES for sub in commands.values())
     assert [name for name in BUILTIN if name not in BACKENDS] == []
 

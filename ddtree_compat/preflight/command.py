@@ -1,0 +1,164 @@
+"""``python -m ddtree_compat preflight [OPTIONS] -- <launch flags>``: read the configuration (:mod:`.launch`,
+:mod:`.model`), plan its cells (:mod:`.plan`), run them as one sweep in a child (its results file and report
+are the usual ones, under ``--out-dir``), and print the answer (:mod:`.verdict`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..arch import detect_gpus, parse_arch
+from ..errors import ArchError, DDTreeInputError
+from ..exitcodes import Exit
+from .launch import LaunchError, Serving, from_file, read_launch
+from .model import read_model
+from .plan import GREEDY, make_plan
+from .verdict import answers, exit_status, render
+
+
+def parse_sampling(values: list[str] | None) -> tuple[str, ...]:
+    """``--sampling greedy`` or ``temperature=T[,top_p=P][,top_k=K]`` (repeatable); default greedy and T = 1.
+
+    Raises:
+        DDTreeInputError: another form.
+    """
+    out = []
+    for value in values or [GREEDY, "temperature=1"]:
+        if value == GREEDY:
+            out.append(GREEDY)
+            continue
+        try:
+            fields = dict(kv.split("=", 1) for kv in value.split(","))
+            t = float(fields.pop("temperature"))
+            for k in fields:
+                if k not in ("top_p", "top_k", "min_p"):
+                    raise KeyError(k)
+                float(fields[k])
+        except (KeyError, ValueError):
+            raise DDTreeInputError("--sampling", value, "greedy, or temperature=T[,top_p=P][,top_k=K]") from None
+        out.append(GREEDY if t == 0 else f"T={t:g}")
+    return tuple(dict.fromkeys(out))
+
+
+def _impl(path: str | None):
+    """The DDTree build under test: ``--ddtree-impl``, else the one ``DDTREE_IMPLS`` entry, else the installed
+    SGLang's own DDTree modules (``None``: none)."""
+    from ..impls import describe, installed, paths_from_env
+
+    paths = [path] if path else paths_from_env()
+    if len(paths) > 1:
+        raise DDTreeInputError("DDTREE_IMPLS", os.pathsep.join(paths), "one DDTree build (--ddtree-impl PATH)",
+                               "preflight answers for the one build you serve")
+    if paths:
+        impl = describe(paths[0])
+        if impl is None:
+            raise DDTreeInputError("--ddtree-impl", paths[0], "an SGLang tree with DDTree modules",
+                                   "no DDTree code found")
+        return impl
+    return installed()
+
+
+def _launch_env(impl) -> dict:
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    if impl is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(impl.package.parent), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _header(serving: Serving, model, arch: str | None, gpus, impl) -> list[str]:
+    s = serving
+    spec = (f"{s.algorithm} budget {s.budget}, block size {s.block_size}, top-k {s.topk}" if s.algorithm
+            else "no speculative decoding")
+    resolved = "" if s.resolved else f"  (not resolved here: {s.unresolved[:100]})"
+    gpu = ", ".join(f"{g.name} ({g.arch})" for g in gpus) or "no GPU"
+    where = f"{gpu}; static builds for {arch}" if arch else gpu
+    return [f"configuration: {spec}; page size {s.page_size or '?'}; attention {s.attention_backend or '?'}; "
+            f"CUDA graphs {'on' if s.graphs else 'off'}; --max-running-requests {s.max_running_requests or '?'}"
+            + resolved,
+            f"model:         {model.describe()}",
+            f"SGLang:        {impl.name if impl else 'the installed release'}; this host: {where}"]
+
+
+def _stem(out_dir: Path, arch: str) -> str:
+    base = f"{time.strftime('%Y-%m-%d')}-{arch}-preflight"
+    stem, n = base, 1
+    while (out_dir / f"{stem}.jsonl").exists():
+        n += 1
+        stem = f"{base}-{n}"
+    return stem
+
+
+def run(args) -> int:
+    """The subcommand (``args``: the CLI's namespace)."""
+    launch = list(args.launch or [])
+    if args.from_file:
+        launch = from_file(args.from_file) + launch
+    if not launch:
+        raise LaunchError("no launch flags: give them after -- (as passed to sglang.launch_server) or --from-file")
+    arch = args.arch
+    if arch is not None:
+        try:
+            parse_arch(arch)
+        except ArchError as e:
+            raise DDTreeInputError("--arch", arch, "sm<major><minor>, e.g. sm120", str(e).split(": ", 1)[-1]) \
+                from None
+    sampling = parse_sampling(args.sampling)
+    impl = _impl(args.ddtree_impl)
+    try:
+        serving = read_launch(launch, env=_launch_env(impl))
+    except LaunchError as e:
+        if impl is None and "DDTREE" in " ".join(launch).upper() and "DDTREE" in str(e).upper():
+            raise LaunchError(f"{e}: this SGLang has no DDTREE; point DDTREE_IMPLS (or --ddtree-impl) at the "
+                              "DDTree build you serve") from None
+        raise
+    if serving.algorithm == "DDTREE" and impl is None and "speculative_ddtree_budget" not in serving.fields:
+        raise LaunchError("this SGLang has no DDTREE: point DDTREE_IMPLS (or --ddtree-impl) at the DDTree build "
+                          "you serve")
+    model = read_model(serving.get("model_path"), args.model_config)
+    gpus = [] if arch else detect_gpus()
+    arch = arch or (gpus[0].arch if gpus else None)
+    plan = make_plan(serving, model, arch, sampling, has_ddtree=impl is not None,
+                     ddtree_name=impl.name if impl else "")
+    header = _header(serving, model, arch, gpus, impl)
+    if args.plan_only:
+        print("\n".join(header))
+        for c in plan.concerns:
+            print(f"{'runs' if not c.unchecked else 'left':<5} {c.name}: {c.unchecked or c.expression()}")
+        print(f"verify cases: {len(plan.verify_cases())} ({', '.join(v.label() for v in plan.variants)})")
+        return int(Exit.OK)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = _stem(out_dir, arch or "cpu")
+    with tempfile.TemporaryDirectory(prefix="ddtree-preflight-") as cases_dir:
+        files = [str(c.save(cases_dir)) for c in plan.verify_cases()]
+        cmd = [sys.executable, "-m", "ddtree_compat", "sweep", "--out-dir", str(out_dir), "--name", stem]
+        if args.workers:
+            cmd += ["-n", args.workers]
+        cmd += ["--", "-k", plan.keyword_expression(), *(f"--ddtree-case={f}" for f in files)]
+        env = dict(os.environ)
+        if impl is not None:
+            env["DDTREE_IMPLS"] = str(impl.package)
+        log = out_dir / f"{stem}.log"
+        print("\n".join(header), flush=True)
+        print(f"running the cells this configuration reaches ({len(files)} verify cases and the families' own); "
+              f"log: {log}", flush=True)
+        start = time.time()
+        with open(log, "w") as fh:
+            status = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
+    results = out_dir / f"{stem}.jsonl"
+    if not results.exists():
+        print(f"the sweep wrote no results (exit {status}); its log: {log}", file=sys.stderr)
+        return int(Exit.USAGE) if status == int(Exit.USAGE) else int(Exit.INTERNAL)
+    from ..results import load
+
+    result = answers(plan, load([results]).records)
+    print(render(plan, result, []), end="")
+    print(f"results: {results} (report {results.with_suffix('.md')}); {time.time() - start:.0f}s")
+    return int(exit_status(result))

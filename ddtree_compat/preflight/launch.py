@@ -1,0 +1,188 @@
+"""A serving configuration as the installed SGLang reads it: its own ``ServerArgs`` parses the launch flags in a
+child process (never imported here), and resolves them where it can (:func:`read_launch`).
+
+The child prints one JSON line: every field :data:`FIELDS` names that this SGLang has, whether resolution ran
+(``ServerArgs.resolve_once`` where the release has it; older releases resolve while parsing), and why not. A CPU
+box without the GPU stack cannot resolve what SGLang picks by GPU (the attention backend, the page size, the
+CUDA-graph batch sizes): those stay as given, and :class:`Serving` says so. The suite keeps no copy of SGLang's rules.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DDTreeInputError
+
+FIELDS = (
+    "model_path", "speculative_algorithm", "speculative_draft_model_path", "speculative_num_steps",
+    "speculative_eagle_topk", "speculative_num_draft_tokens", "speculative_ddtree_budget",
+    "speculative_ddtree_block_size", "speculative_dflash_block_size", "speculative_dflash_enable_ddtree",
+    "is_ddtree_prune", "speculative_ddtree_cuda_graph_buckets", "page_size", "attention_backend",
+    "decode_attention_backend", "prefill_attention_backend", "linear_attn_backend", "linear_attn_verify_backend",
+    "max_running_requests", "context_length", "kv_cache_dtype", "mamba_ssm_dtype", "disable_cuda_graph",
+    "cuda_graph_bs", "cuda_graph_max_bs", "cuda_graph_bs_decode", "cuda_graph_max_bs_decode", "dtype",
+    "sampling_backend",
+)
+"""The ``ServerArgs`` fields preflight reads (a release without one gives none for it)."""
+
+_CHILD = r"""
+import json, sys
+fields = json.loads(sys.argv[1]); argv = json.loads(sys.stdin.read())
+try:
+    from sglang.srt.server_args import prepare_server_args
+except Exception as e:
+    print("DDTREE_LAUNCH " + json.dumps({"import_error": f"{type(e).__name__}: {e}"[:400]})); raise SystemExit(0)
+try:
+    sa = prepare_server_args(argv)
+except SystemExit as e:  # argparse's own error: its message is on stderr already
+    print("DDTREE_LAUNCH " + json.dumps({"rejected": True, "status": e.code})); raise SystemExit(0)
+except Exception as e:
+    print("DDTREE_LAUNCH " + json.dumps({"rejected": True, "message": f"{type(e).__name__}: {e}"[:600]}))
+    raise SystemExit(0)
+out = {"resolved": True, "unresolved": ""}
+resolve = getattr(sa, "resolve_once", None)
+if resolve is not None:
+    try:
+        resolve()
+    except BaseException as e:
+        out["resolved"] = False
+        out["unresolved"] = f"{type(e).__name__}: {e}"[:400]
+def plain(v):
+    return v if v is None or isinstance(v, (bool, int, float, str)) else (
+        [plain(x) for x in v] if isinstance(v, (list, tuple)) else str(v))
+out["fields"] = {f: plain(getattr(sa, f)) for f in fields if hasattr(sa, f)}
+print("DDTREE_LAUNCH " + json.dumps(out))
+"""
+
+
+class LaunchError(DDTreeInputError):
+    """The launch flags cannot be read: SGLang rejected them (its own message), or no SGLang parses them here."""
+
+    def __init__(self, message: str):
+        ValueError.__init__(self, message)
+        self.field, self.value, self.allowed, self.problem, self.where = "launch", None, "", message, ""
+
+
+@dataclass(frozen=True)
+class Serving:
+    """One serving configuration as SGLang resolved it (``fields``: :data:`FIELDS` this SGLang has).
+
+    Attributes:
+        argv: the launch flags as given.
+        fields: ``ServerArgs`` field -> value after parsing (and resolution where it ran).
+        resolved: SGLang's resolution ran here; otherwise ``unresolved`` says why, and what SGLang picks by GPU
+            (attention backend, page size, CUDA-graph batch sizes) is as given or unknown.
+    """
+
+    argv: tuple[str, ...]
+    fields: dict = field(default_factory=dict)
+    resolved: bool = True
+    unresolved: str = ""
+
+    def get(self, name: str, default=None):
+        value = self.fields.get(name)
+        return default if value is None else value
+
+    @property
+    def algorithm(self) -> str:
+        """``DDTREE``, ``DFLASH``, ``EAGLE``, ... (``""``: no speculative decoding)."""
+        return str(self.get("speculative_algorithm", "") or "").upper()
+
+    @property
+    def ddtree_in_dflash(self) -> bool:
+        """DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``)."""
+        return self.algorithm == "DFLASH" and bool(self.get("speculative_dflash_enable_ddtree", False))
+
+    @property
+    def block_size(self) -> int:
+        """The drafter's block size (DDTREE / DFLASH); 16 when neither flag nor draft tokens say."""
+        for name in ("speculative_ddtree_block_size", "speculative_dflash_block_size"):
+            if self.get(name):
+                return int(self.get(name))
+        if self.algorithm in ("DDTREE", "DFLASH") and self.get("speculative_num_draft_tokens"):
+            return int(self.get("speculative_num_draft_tokens"))
+        return 16
+
+    @property
+    def budget(self) -> int | None:
+        """Drafted nodes verified per round, the root not counted (``None``: no speculative decoding)."""
+        if self.algorithm == "DDTREE":
+            return int(self.get("speculative_ddtree_budget", self.block_size - 1))
+        if self.algorithm == "DFLASH":
+            return self.block_size - 1
+        if self.algorithm and self.get("speculative_num_draft_tokens"):
+            return int(self.get("speculative_num_draft_tokens")) - 1
+        return None
+
+    @property
+    def topk(self) -> int:
+        return int(self.get("speculative_eagle_topk", 1))
+
+    @property
+    def graphs(self) -> bool:
+        return not self.get("disable_cuda_graph", False)
+
+    @property
+    def page_size(self) -> int | None:
+        return self.get("page_size")
+
+    @property
+    def attention_backend(self) -> str | None:
+        return self.get("attention_backend") or self.get("decode_attention_backend")
+
+    @property
+    def max_running_requests(self) -> int | None:
+        return self.get("max_running_requests")
+
+    @property
+    def sampling_backend(self) -> str | None:
+        return self.get("sampling_backend")
+
+
+def from_file(path: str | Path) -> list[str]:
+    """The launch flags of a launch script or a saved command line: the words after ``sglang.launch_server`` (or
+    ``sglang serve``) when the file names it, else every word; backslash-newlines and ``#`` comments dropped.
+
+    Raises:
+        LaunchError: the file cannot be read.
+    """
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise LaunchError(f"--from-file {path}: {e.strerror or e}") from None
+    words = shlex.split(text.replace("\\\n", " "), comments=True)
+    for marker in ("sglang.launch_server", "serve"):
+        if marker in words:
+            return words[words.index(marker) + 1:]
+    return words
+
+
+def read_launch(argv: list[str], python: str = sys.executable, env: dict | None = None,
+                timeout: float = 300.0) -> Serving:
+    """Parse ``argv`` (the flags of ``sglang.launch_server``) with the installed SGLang in a child.
+
+    Raises:
+        LaunchError: SGLang rejected a flag (its own message), or no SGLang could parse them here.
+    """
+    try:
+        proc = subprocess.run([python, "-c", _CHILD, json.dumps(FIELDS)], input=json.dumps(list(argv)),
+                              capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"SGLang's ServerArgs did not answer within {timeout:.0f}s") from None
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("DDTREE_LAUNCH ")), None)
+    if line is None:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:])[:400]
+        raise LaunchError(f"SGLang's ServerArgs exited {proc.returncode} without an answer: {tail}")
+    got = json.loads(line[len("DDTREE_LAUNCH "):])
+    if "import_error" in got:
+        raise LaunchError(f"no SGLang to read the launch flags with here ({got['import_error']})")
+    if got.get("rejected"):
+        said = [ln for ln in proc.stderr.strip().splitlines() if "error:" in ln]
+        raise LaunchError("SGLang rejected the launch flags: " + (said[-1].split("error:", 1)[1].strip() if said
+                                                                  else got.get("message", "no message")))
+    return Serving(tuple(argv), got.get("fields", {}), bool(got.get("resolved", True)), got.get("unresolved", ""))

@@ -1,0 +1,139 @@
+"""From the cells a plan ran to one screen of answers (:func:`answers`, :func:`render`): one line per concern,
+``PASS``, ``FAIL`` or ``NOT CHECKED``, each with why; for a ``FAIL`` its first failing cell, the replay line, and
+what would work: the plan's variants (:mod:`.plan`) whose every cell of that concern ran and passed. A change whose
+cells did not all run and pass is not printed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..exitcodes import Exit
+from .plan import Concern, Plan, Variant
+
+PASS, FAIL, NOT_CHECKED = "PASS", "FAIL", "NOT CHECKED"
+FAILING = ("wrong", "zero-accept", "fault", "error")
+_TEST = re.compile(r"::(\w+)")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One concern's line, and for a failure what to change."""
+
+    concern: Concern
+    verdict: str
+    why: str
+    first_failure: str = ""
+    replay: str = ""
+    suggestions: tuple[str, ...] = ()
+    counts: dict = field(default_factory=dict)
+
+
+def _test_of(record) -> str:
+    m = _TEST.search(record.nodeid or "")
+    return m.group(1) if m else ""
+
+
+def _belongs(record, concern: Concern) -> bool:
+    if _test_of(record) not in concern.tests:
+        return False
+    if concern.backends and record.backend not in concern.backends and record.backend != "oracle":
+        return False
+    if concern.page is not None and record.kernel != "verify_tree_greedy" and f"-p{concern.page}-" not in \
+            f"{record.case_id}-":
+        return False
+    return True
+
+
+def _matches(record, variant: Variant, concern: Concern) -> bool:
+    if not concern.by_budget:
+        return True
+    if record.budget != variant.budget:
+        return False
+    if concern.keyword:  # a family on its own grid: its budget is the variant's, its layout its own
+        return True
+    return record.block_size == variant.block_size and (record.layout or "exact") == variant.layout
+
+
+def _counts(records) -> dict:
+    out: dict[str, int] = {}
+    for r in records:
+        out[r.outcome] = out.get(r.outcome, 0) + 1
+    return out
+
+
+def _replay(record) -> str:
+    for line in (record.message or "").splitlines():
+        if "replay:" in line:
+            return line.split("replay:", 1)[1].strip()
+    return f"pytest '{record.nodeid}'" if record.nodeid else ""
+
+
+def _failure(record) -> str:
+    known = f" (known issue {record.known_issue})" if record.known_issue else ""
+    first = (record.message or "").strip().splitlines()[0][:200] if record.message else ""
+    return f"{record.kernel} · {record.backend} · {record.case_id}: {record.outcome}{known}" + (
+        f": {first}" if first else "")
+
+
+def answer(plan: Plan, concern: Concern, records) -> Answer:
+    """One concern's answer from the records of a run."""
+    if concern.unchecked:
+        return Answer(concern, NOT_CHECKED, concern.unchecked)
+    mine = [r for r in records if _belongs(r, concern)]
+    deployed = [r for r in mine if _matches(r, plan.deployed, concern)] if plan.variants else mine
+    counts = _counts(deployed)
+    ran = [r for r in deployed if r.outcome != "skip"]
+    failed = [r for r in ran if r.outcome in FAILING]
+    where = plan.deployed.label() if plan.variants and concern.by_budget else ""
+    note = f"; {concern.note}" if concern.note else ""
+    if failed:
+        first = failed[0]
+        suggestions = []
+        for v in plan.variants[1:]:
+            alt = [r for r in mine if _matches(r, v, concern)]
+            if alt and all(r.outcome == "pass" for r in alt):
+                suggestions.append(f"{v.change}: {len(alt)} cells pass ({v.label()})")
+        why = f"{len(failed)} of {len(ran)} cells failed at {where or 'this configuration'}{note}"
+        return Answer(concern, FAIL, why, _failure(first), _replay(first), tuple(suggestions), counts)
+    if not ran:
+        skips = sorted({(r.message or "no reason given").splitlines()[0][:160] for r in deployed})
+        why = ("no cell of it ran: " + "; ".join(skips[:3])) if skips else \
+            f"no cell of it exists at {where or 'this configuration'}"
+        return Answer(concern, NOT_CHECKED, why + note, counts=counts)
+    skipped = counts.get("skip", 0)
+    why = f"{len(ran)} cells pass" + (f", {skipped} skip" if skipped else "") + (f" at {where}" if where else "")
+    return Answer(concern, PASS, why + note, counts=counts)
+
+
+def answers(plan: Plan, records) -> list[Answer]:
+    return [answer(plan, c, records) for c in plan.concerns]
+
+
+def exit_status(result: list[Answer]) -> Exit:
+    """0 every check passed, 1 a check failed, 3 nothing could be checked (NOT CHECKED lines alone leave 0 when
+    something passed: they are said, never counted as passes)."""
+    verdicts = [a.verdict for a in result]
+    if FAIL in verdicts:
+        return Exit.FAILED
+    if PASS not in verdicts:
+        return Exit.NOT_COMPARED
+    return Exit.OK
+
+
+def render(plan: Plan, result: list[Answer], header: list[str]) -> str:
+    """The screen: the configuration read, one line per concern, then what to change for each failure."""
+    lines = list(header) + list(plan.notes) + [""]
+    width = max(len(a.concern.title) for a in result)
+    for a in result:
+        lines.append(f"{a.verdict:<11}  {a.concern.title:<{width}}  {a.why}")
+        if a.verdict == FAIL:
+            lines.append(f"{'':13}first failing cell: {a.first_failure}")
+            if a.replay:
+                lines.append(f"{'':13}replay: {a.replay}")
+            if a.suggestions:
+                lines += [f"{'':13}what would work: {s}" for s in a.suggestions]
+            else:
+                lines.append(f"{'':13}what would work: nothing this run checked passes; no change is suggested")
+    return "\n".join(lines) + "\n"
