@@ -10,10 +10,12 @@ import re
 from dataclasses import dataclass, field
 
 from ..exitcodes import Exit
+from ..outcomes import FAILED
 from .plan import Concern, Plan, Variant
 
 PASS, FAIL, NOT_CHECKED = "PASS", "FAIL", "NOT CHECKED"
-FAILING = ("wrong", "zero-accept", "fault", "error")
+FAILING = (*FAILED, "error")
+"""Outcomes that make a concern FAIL: a kernel's failures, and the suite's own error (never a pass)."""
 _TEST = re.compile(r"::(\w+)")
 
 
