@@ -7,7 +7,7 @@ Prints a Markdown table; never asserts. From the repo root, in the servers' envi
 
     python benchmarks/import_cost.py sglang.srt.entrypoints.http_server --at-once 13 --source-only
 
-Session 13 on the H200 (``docs/benchmarks-history.md``): the SGLang server's HTTP import took
+On the H200, 2026-12-02 (``docs/benchmarks.md``): the SGLang server's HTTP import took
 34 s from source and 12 s with bytecode, alone; 36-39 s and 11-14 s each with 13 at once.
 """
 

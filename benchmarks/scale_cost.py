@@ -5,7 +5,7 @@ file the run's wall span. Prints Markdown tables; never asserts. From the repo r
 
     python benchmarks/scale_cost.py docs/results/2026-12-04-sm90-scale-run4.jsonl.gz
 
-The aim (issue 43): one implementation's envelope in <= 10 minutes of device time. Figures: ``docs/benchmarks.md``.
+The aim: one implementation's envelope in <= 10 minutes of device time. Figures: ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Prints a Markdown table (and writes it with ``--out FILE``); never asserts. Run 
 
 ``--from-e2e-log PYTEST_LOG`` reads an e2e run's pytest output (its verdict lines, ``e2e: <cell> (B 8) at 3:03:
 fault ...``, timed from pytest's start) and prints the budget sweep's time to the first dead-budget verdict and
-to the last verdict (``docs/benchmarks-history.md``; aim: <= 90 s and <= 180 s).
+to the last verdict (``docs/benchmarks.md``; aim: <= 90 s and <= 180 s).
 
 ``--test-command`` times the README's test command instead (``python -m pytest -n auto``, wall and CPU
 time of it and its children) and prints the per-module table (sum of test durations per file, from a

@@ -1,4 +1,4 @@
-"""Where a sweep's wall time goes, phase by phase, for one or several checkouts side by side (issue 25).
+"""Where a sweep's wall time goes, phase by phase, for one or several checkouts side by side.
 
     python benchmarks/sweep_phases.py --repo before=/tmp/before --repo after=. -- --tier device -- \\
         --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py --ignore=tests/kernels/test_ddtree.py
@@ -176,7 +176,7 @@ MARKERS = (
     ("tier", re.compile(r"^tier \S+: .* in [\d.]+ ?s$")),  # pytest (and its resume passes) returned
     ("results", re.compile(r"^results: ")),  # the sweep wrote its report (pytest's summary has a results: line too)
 )
-"""The sweep's stdout lines that mark its steps, in the order it prints them (both the commits of issue 25)."""
+"""The sweep's stdout lines that mark its steps, in the order it prints them (both before and after the 2026-12-02 start-up changes)."""
 
 
 def markers(lines: list[tuple[float, str]]) -> dict[str, float]:

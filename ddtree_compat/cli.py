@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .errors import DDTreeInputError
 from .exitcodes import TABLE, Exit, combine, from_pytest
-from .results import REPORT_BY_SWEEP
+from .results import COMMAND_ENV, REPORT_BY_SWEEP
 
 EXIT_USAGE = int(Exit.USAGE)
 PROG = "python -m ddtree_compat"
@@ -323,7 +323,10 @@ def _run_with_resume_passes(cmd: list[str], tier: str, passes: int) -> int:
     result line and exits 5 when none is left. Other exits are final: 2 (interrupted), 3 (internal
     error), 4 (usage error). Returns the first pass's pytest exit status.
     """
-    env = {**os.environ, REPORT_BY_SWEEP: "1"}  # the sweep writes the report: the summary does not offer it
+    import shlex
+
+    env = {**os.environ, REPORT_BY_SWEEP: "1",  # the sweep writes the report: the summary does not offer it
+           COMMAND_ENV: os.environ.get(COMMAND_ENV) or "python -m ddtree_compat " + shlex.join(sys.argv[1:])}
     rc = last = subprocess.call(cmd, env=env)
     resume = cmd if "--ddtree-resume" in cmd else [*cmd, "--ddtree-resume"]
     for extra in range(1, passes + 1):

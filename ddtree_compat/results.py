@@ -22,7 +22,7 @@ itself, so xdist workers and several runs can share one file, and files from sev
 concatenate or merge into one matrix. A written line survives its process being killed (a sticky CUDA
 fault, a hang past ``--timeout``); ``fsync`` per line (``--ddtree-fsync``) also survives a host crash or
 hang, at a cost: with many workers sharing one GPU, a polled lock plus an ``fsync`` per line held the
-sweep's cells to several times the kernels' own time (``docs/device-runs.md``).
+sweep's cells to several times the kernels' own time (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -43,6 +43,24 @@ from typing import Iterable
 from .arch import detect_gpus
 from .errors import ResultsFileError
 from .outcomes import OUTCOMES
+
+
+COMMAND_ENV = "DDTREE_COMPAT_COMMAND"
+"""Set by ``python -m ddtree_compat sweep`` for its pytest child: the command the user typed, which the ``env`` line
+records (the results archive's index names each run by it)."""
+
+
+def _command() -> str | None:
+    """The command that made this results file: the sweep's, else this pytest process's (None in an xdist worker,
+    whose argv is the worker's, not the user's)."""
+    import shlex
+    import sys
+
+    if os.environ.get(COMMAND_ENV):
+        return os.environ[COMMAND_ENV]
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    return "pytest " + shlex.join(sys.argv[1:])
 
 
 REPORT_BY_SWEEP = "DDTREE_SWEEP_WRITES_REPORT"
@@ -197,6 +215,7 @@ def environment(tier: str, profile: str, known_issues: dict | None = None,
     # Same machine + software + tier = same id, so xdist workers' headers collapse into one.
     env["env_id"] = hashlib.sha1(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]
     env["started"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    env["command"] = _command()  # after env_id: workers of one run share its id whatever their argv
     return env
 
 

@@ -114,7 +114,7 @@ def pinned_worker_args(gpus: list[Gpu]) -> list[str]:
 ONE_GPU_WORKERS = 16
 """At most this many load-balanced xdist workers share a one-GPU host's device tier, leaving two cores to the
 controller (:func:`device_worker_args`). Each cell launches for microseconds and spends milliseconds in the
-harness's Python, so workers, not the GPU, set the pace (the figures: ``docs/benchmarks-history.md``)."""
+harness's Python, so workers, not the GPU, set the pace (the figures: ``docs/benchmarks.md``)."""
 
 
 LOAD_BALANCED = ("--dist", "worksteal")
@@ -145,7 +145,7 @@ def worker_cpu_threads(workers: int, cpus: int | None = None) -> int:
     Each worker's torch would otherwise start one OpenMP thread per core, and ``N`` workers then run
     ``N x cores`` spinning threads: concurrent collections of ``tests/kernels`` took several times as long with
     torch's default threads as with one thread each, and on a 16-core GPU host 8 workers never finished
-    collecting (``docs/device-runs.md``).
+    collecting (H200, 2026-11-30: ``docs/benchmarks.md``).
 
     Args:
         workers: xdist's worker count (``workerinput["workercount"]``); ``>= 1``.

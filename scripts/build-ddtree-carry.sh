@@ -10,7 +10,7 @@
 #
 # What it bundles:
 #   site/  sglang-kernel 0.4.5 (its sm90 op library only; built against torch 2.11), nvidia-cutlass-dsl 4.8.0
-#          and the small modules SGLang's server imports (versions seen working on the H200, docs/device-runs.md),
+#          and the small modules SGLang's server imports (versions seen working on the H200, docs/lent-gpu.md),
 #          unpacked; no sglang: each tree (a DDTree tree, or a release) brings its own python/sglang.
 #   whl/   flashinfer-python 0.6.14, apache-tvm-ffi 0.1.11, cuda-tile 1.7.0, nvidia-cudnn-frontend 1.32.0,
 #          transformers 5.12.1, tokenizers 0.22.2, installed there with pip --no-index --no-deps --target
@@ -21,9 +21,9 @@
 #          the pins of the two older trees (dbguo-ddtree-dev, rancy-ddtree), which fail to import under 0.4.5
 #          (`cannot import name 'fp8_blockwise_scaled_mm' from 'sgl_kernel'`, H200 2026-12-01).
 # Output: OUT/ddt-1 .. OUT/ddt-N, each holding part files and stage.sh, and OUT/ddt-legacy. On the device,
-# carry each folder in back-to-back calls (the machine keeps /tmp while warm, ~30 s):
-#     calls 1..N-1: bash .carry/ddt-K/stage.sh
-#     call N:       bash .carry/ddt-N/stage.sh && bash scripts/ddtree-device-setup.sh && . /tmp/ddt/env.sh && ...
+# carry each folder in back-to-back device commands (the machine keeps /tmp while warm, ~30 s):
+#     each but the last: bash .carry/ddt-K/stage.sh
+#     the last:          bash .carry/ddt-N/stage.sh && bash scripts/ddtree-device-setup.sh && . /tmp/ddt/env.sh && ...
 # DDTREE_CARRY_PARTS="main legacy" (default) builds both; "legacy" alone rebuilds only ddt-legacy.
 set -euo pipefail
 OUT=${1:-.carry}

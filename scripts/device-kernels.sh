@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The kernel tiers on a lent GPU host without network (the H200 runs of docs/device-runs.md), from the repo
+# The kernel tiers on a lent GPU host without network (docs/lent-gpu.md), from the repo
 # root, after the carry of scripts/build-ddtree-carry.sh (with sglang-0.5.23 among its DDTREE_IMPLS: the release the
 # SGLang cells run against; SGLANG_RELEASE names another) is staged and set up (scripts/ddtree-device-setup.sh),
 # with .carry/samp/ (scripts/build-sampling-carry.sh: covertable's wheel, which every step needs) and the DDTree
@@ -47,11 +47,11 @@ while [ $# -gt 0 ]; do
       IMPLS=$(bash scripts/unpack-ddtree-impls.sh .carry/impls /tmp/impls)
       DDTREE_IMPLS=$IMPLS sweep ddtree "$SITE" --tests tests/kernels/test_ddtree.py \
         -- --ddtree-static=off ;;
-    default)  # the default kernel sweep (verify + commit + graphs + properties + sampling + the scale slice), as in
-      # session 3: verify attention (its slice cells too) is the flashinfer / fa3 steps', the DDTree kernels the ddtree step's
+    default)  # the default kernel sweep (verify + commit + graphs + properties + sampling + the scale slice), as on the
+      # H200 on 2026-11-30: verify attention (its slice cells too) is the flashinfer / fa3 steps', the DDTree kernels the ddtree step's
       sweep default "$SITE" -- --ddtree-static=off --ignore=tests/kernels/test_verify_attention.py \
         --ignore=tests/kernels/test_ddtree.py -k "$NO_ATTENTION" ;;
-    phases)  # the default sweep's wall time phase by phase (issue 25), for this tree and, before it, each tree carried
+    phases)  # the default sweep's wall time phase by phase (benchmarks/sweep_phases.py), for this tree and, before it, each tree carried
       # as .carry/tree-LABEL.tar.gz (a git archive: the device copy has no history), unpacked into /tmp/tree-LABEL
       repos=()
       for tarball in .carry/tree-*.tar.gz; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The sampling verify family on a lent GPU host without network (docs/device-runs.md), from the repo root, after
+# The sampling verify family on a lent GPU host without network (docs/lent-gpu.md), from the repo root, after
 # scripts/build-ddtree-carry.sh's parts (with sglang-0.5.23) are staged and set up (scripts/ddtree-device-setup.sh):
 #     bash scripts/sampling-device.sh OUT [RUNS]
 # Needs .carry/samp/ (made by `bash scripts/build-sampling-carry.sh`):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The deployment-shape cells (`--profile scale`) and their envelope on a lent GPU host without network
-# (docs/device-runs.md), from the repo root, after scripts/build-ddtree-carry.sh's parts (with sglang-0.5.23) are
+# (docs/lent-gpu.md), from the repo root, after scripts/build-ddtree-carry.sh's parts (with sglang-0.5.23) are
 # staged and set up (scripts/ddtree-device-setup.sh), with .carry/samp/ (scripts/build-sampling-carry.sh) carried:
 #     bash scripts/scale-device.sh OUT
 # Environment: SELECT (a -k expression: only those cells, no KV sweep), WORKERS (default 3), VOCAB, STEP_S, COMMIT_S,

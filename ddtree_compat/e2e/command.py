@@ -73,7 +73,7 @@ def _required_flags(config: ServerConfig) -> list[str]:
 
 def server_args(config: ServerConfig, caps: Capabilities, target: Path, draft: Path | None) -> list[str]:
     """The arguments of ``python -m SERVER_MODULE`` for ``config``, its ports aside (flags known to work on the lent
-    H200, ``docs/device-runs.md``). ``--attention-backend`` is ``config.attention``, none for ``default`` (SGLang
+    H200, ``docs/findings.md``). ``--attention-backend`` is ``config.attention``, none for ``default`` (SGLang
     chooses). DDTREE adds ``--speculative-ddtree-budget B`` and the block size (``--speculative-ddtree-block-size``
     where it exists), then ``config.flags`` (prune, CPU build / follow, ``--speculative-dflash-enable-ddtree``).
 
@@ -124,7 +124,7 @@ def _graph_flags(config: ServerConfig, caps: Capabilities) -> list[str]:
     captured = graph_batch_sizes(config)
     bs = str(max(captured))
     # prefill graphs are not under test (decode / verify graphs are); off where the flag exists, as the
-    # DDTree build was seen serving on the H200 (docs/device-runs.md)
+    # DDTree build was seen serving on the H200 (docs/findings.md)
     prefill = ["--cuda-graph-backend-prefill", "disabled"] if caps.has("--cuda-graph-backend-prefill") else []
     out = []
     for flag in ("--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"):

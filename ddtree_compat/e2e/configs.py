@@ -10,20 +10,20 @@ Every speculative config states its expected accept length per round (:func:`exp
 
 Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for this tier only):
 
-* ``default`` (about 8 server launches on SGLang 0.5.23, started together: fits one 10-minute device
-  call): the target-only server; EAGLE chains of 9 and 13 nodes (always: 9.00 and 13.00), a negative
+* ``default`` (about 8 server launches on SGLang 0.5.23, started together: fits one 10-minute
+  run): the target-only server; EAGLE chains of 9 and 13 nodes (always: 9.00 and 13.00), a negative
   control (never: 1.00), EAGLE trees (top-k 4, 9 nodes, agreeing on half: 2.00; top-k 2, 13 nodes,
   3/4: 4.00), STANDALONE (4.00); DFLASH block 16 (always: 16.00) and DDTREE budgets 8 (never: 1.00) and
   12 (always: 13.00), which skip where the installed SGLang lacks them.
 * ``full``: more agreement x shape x graph combinations and a phase of eight concurrent clients.
-* ``ddtree``: the DDTree sweep for a DDTree build of SGLang (issue 19): DDTREE at budgets
+* ``ddtree``: the DDTree sweep for a DDTree build of SGLang: DDTREE at budgets
   8, 12, 13, 15, 16, 32, 64 with block size 16 and an always-agreeing draft, CUDA graphs on and off;
   negative controls at 8, 12 and 16; drafts agreeing on 3/4 and 7/8; the prune option; DFLASH (linear
-  block of 16) always (graphs on and off) and on 3/4. 25 servers: two waves of 13 in one device call.
+  block of 16) always (graphs on and off) and on 3/4. 25 servers: two waves of 13 in one 10-minute run.
 * ``ddtree-boundary``: where the verify width ``B + 1`` meets the block size: budget 14 (block 16), budget 8
   with the CPU tree build and follow, budget 8 with block 9 and 12 with block 13 (``B + 1 = block``).
 * ``ddtree-smoke``: four servers of the same kinds (a second DDTree implementation's column).
-* ``sampling`` (issue 42): requests at temperature 1 (:mod:`.sampling`): the target alone, EAGLE chains and a top-k 4
+* ``sampling``: requests at temperature 1 (:mod:`.sampling`): the target alone, EAGLE chains and a top-k 4
   tree, DFLASH block 16 and DDTREE budgets 12 and 15 (spine) and 32 (tree), judged by the target's law; the same at top-k 71; at top-p 0.5
   (the successor alone) judged as greedy, with a never-agreeing EAGLE draft beside; and a planted skew
   (:data:`SKEW`) whose verdict must be ``wrong``. SGLang's own attention choice only, unless

@@ -10,8 +10,8 @@ PORT_RANGE = (20000, 55535)
 their gRPC port to ``port + 10000`` and refuse to start above 65535 (``ServerArgs._handle_deprecated_args``:
 ``SGLANG_GRPC_PORT (69511) must be between 1 and 65535``, seen on the H200 with ephemeral ports). Cut at the
 kernel's ephemeral range (:func:`ephemeral_floor`): a port picked there can be taken by an outgoing connection
-in the minute before the server binds it (H200, session 11: two of 25 servers died on ``address already in
-use``)."""
+in the minute before the server binds it (H200, 2026-12-02, the ``ddtree`` e2e profile: two of 25 servers died on
+``address already in use``)."""
 PORT_SPACING = 16
 """Ports picked for one session stay this far apart (a server binds a few ports next to its own)."""
 

@@ -5,7 +5,7 @@
   (a session whose cells are all e2e cells, the test command's among them: one line, the kernel backends are
   not resolved for it). Under xdist the first worker (``gw0``), which imports SGLang for its own cells anyway,
   writes them and sends them with its first cell's report: the controller imports no backend (that import held
-  the controller while every worker's reports, and then the workers, waited on it: ``docs/benchmarks-history.md``);
+  the controller while every worker's reports, and then the workers, waited on it: ``docs/benchmarks.md``);
   it writes them itself only when no worker sent them by the session's end;
 * every ``--ddtree-progress`` seconds (default 30; ``0``: never), one line: tests done of collected, elapsed,
   the static tier's cells judged and left, and the test running longest (which kernel x arch compiles,

@@ -86,6 +86,18 @@ def _header(serving: Serving, model, arch: str | None, gpus, impl) -> list[str]:
             f"SGLang:        {impl.name if impl else 'the installed release'}; this host: {where}"]
 
 
+def _start_own(cells, results: Path, log, cases_dir: str, env: dict, failing_dir: Path):
+    """Preflight's own cells (:mod:`.cells`) in a thread (their children run them)."""
+    import threading
+
+    from .cells import run_cells
+
+    thread = threading.Thread(target=run_cells, args=(cells, results, log, cases_dir, env, str(failing_dir)),
+                              daemon=True)
+    thread.start()
+    return thread
+
+
 def _stem(out_dir: Path, arch: str) -> str:
     base = f"{time.strftime('%Y-%m-%d')}-{arch}-preflight"
     stem, n = base, 1
@@ -122,20 +134,24 @@ def run(args) -> int:
         raise LaunchError("this SGLang has no DDTREE: point DDTREE_IMPLS (or --ddtree-impl) at the DDTree build "
                           "you serve")
     model = read_model(serving.get("model_path"), args.model_config)
-    gpus = [] if arch else detect_gpus()
+    gpus = detect_gpus()
     arch = arch or (gpus[0].arch if gpus else None)
     plan = make_plan(serving, model, arch, sampling, has_ddtree=impl is not None,
-                     ddtree_name=impl.name if impl else "")
+                     ddtree_name=impl.name if impl else "", device=bool(gpus))
     header = _header(serving, model, arch, gpus, impl)
     if args.plan_only:
         print("\n".join(header))
         for c in plan.concerns:
             print(f"{'runs' if not c.unchecked else 'left':<5} {c.name}: {c.unchecked or c.expression()}")
         print(f"verify cases: {len(plan.verify_cases())} ({', '.join(v.label() for v in plan.variants)})")
+        own = plan.own_cells()
+        print(f"own cells: {len(own)}" + "".join(f"\n  {c.concern}: {c.record} {c.case.id} ({c.why})" for c in own))
         return int(Exit.OK)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = _stem(out_dir, arch or "cpu")
+    concerns = {c.name: c for c in plan.concerns}
+    own = [(c, concerns[c.concern].backends) for c in plan.own_cells()]
     with tempfile.TemporaryDirectory(prefix="ddtree-preflight-") as cases_dir:
         files = [str(c.save(cases_dir)) for c in plan.verify_cases()]
         cmd = [sys.executable, "-m", "ddtree_compat", "sweep", "--out-dir", str(out_dir), "--name", stem]
@@ -147,15 +163,27 @@ def run(args) -> int:
             env["DDTREE_IMPLS"] = str(impl.package)
         log = out_dir / f"{stem}.log"
         print("\n".join(header), flush=True)
-        print(f"running the cells this configuration reaches ({len(files)} verify cases and the families' own); "
-              f"log: {log}", flush=True)
+        print(f"running the cells this configuration reaches ({len(files)} verify cases and the families' own, "
+              f"{len(own)} of preflight's own); log: {log}", flush=True)
         start = time.time()
-        with open(log, "w") as fh:
+        own_results = out_dir / f"{stem}-own.jsonl"
+        with open(log, "w") as fh, open(out_dir / f"{stem}-own.log", "w") as own_log:
+            # on a GPU the own cells (deployment shapes: the card's memory) run after the sweep; here beside it
+            failing = out_dir / f"{stem}-own-cases"
+            beside = _start_own(own, own_results, own_log, cases_dir, env, failing) if own and not gpus else None
             status = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env).returncode
+            if own and gpus:
+                _start_own(own, own_results, own_log, cases_dir, env, failing).join()
+            elif beside is not None:
+                beside.join()
     results = out_dir / f"{stem}.jsonl"
     if not results.exists():
         print(f"the sweep wrote no results (exit {status}); its log: {log}", file=sys.stderr)
         return int(Exit.USAGE) if status == int(Exit.USAGE) else int(Exit.INTERNAL)
+    if own_results.exists():  # one results file: the own cells' lines after the sweep's
+        with open(results, "a") as out:
+            out.write(own_results.read_text())
+        own_results.unlink()
     from ..results import load
 
     result = answers(plan, load([results]).records)

@@ -33,6 +33,8 @@ class ModelShape:
     linear_key_dim: int = 0
     linear_value_dim: int = 0
     conv_kernel: int = 0
+    context: int = 0
+    """``max_position_embeddings``: SGLang's context length when ``--context-length`` is not given (0: not said)."""
 
     @property
     def hybrid(self) -> bool:
@@ -72,7 +74,8 @@ def shape_of(config: dict, where: str = "config.json") -> ModelShape:
                       str(text.get("torch_dtype") or config.get("torch_dtype") or text.get("dtype") or "bfloat16"),
                       int(text.get("linear_num_key_heads", 0) or 0), int(text.get("linear_num_value_heads", 0) or 0),
                       int(text.get("linear_key_head_dim", 0) or 0), int(text.get("linear_value_head_dim", 0) or 0),
-                      int(text.get("linear_conv_kernel_dim", 0) or 0))
+                      int(text.get("linear_conv_kernel_dim", 0) or 0),
+                      int(text.get("max_position_embeddings") or config.get("max_position_embeddings") or 0))
 
 
 def read_model(model_path: str | None, model_config: str | None = None) -> ModelShape:

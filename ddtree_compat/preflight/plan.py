@@ -11,8 +11,13 @@ plan out).
   for a DDTree build, the static builds for the arch. The verify cases are written as files at the configuration's
   budget, block size, capacity and batches; verify, commit and verify attention run on those, the other
   families on their own grids, narrowed to the budget.
-* Deployment shapes and the e2e replica are concerns the plan names and leaves unchecked, with the command that
-  checks them (:data:`UNCHECKED`).
+* **Cells preflight runs itself** (:class:`Cell`, :mod:`.cells`), outside the sweep, whose grids cannot take
+  their shapes: the deployment-shape cells at exactly the configuration's ``--max-running-requests`` x vocabulary
+  x context x budget, and the boundary batches around each kernel's 2^31 / 2^32 limit at that shape (the
+  envelope's limit; device only: on a host without a GPU the concern is ``NOT CHECKED``, "needs a GPU"); and
+  verify attention at the model's head geometry (query / KV heads, head dim) on the resolved backend.
+* The e2e replica is a concern the plan names and leaves unchecked, with the command that checks it
+  (:data:`UNCHECKED`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ GREEDY = "greedy"
 
 BATCHES = (1, 3, 8)
 """Requests per verify case (capped at ``--max-running-requests``); deployment batches are the scale cells'."""
+INTERPRET_BATCHES = (1, 3)
+"""The same on a host without a GPU (the interpreter runs every program in Python): one request and a ragged
+batch of several; the CPU answer stays within its time (``benchmarks/preflight.py``)."""
 
 PLANTS_USED = PLANTS
 """Accepted paths planted in every case: root only, one draft, partial, a deepest leaf, a sibling."""
@@ -78,10 +86,28 @@ class Concern:
     by_budget: bool = True
     note: str = ""
     unchecked: str = ""
+    own: bool = False
+    """Its cells are preflight's own (:class:`Cell`), not the sweep's."""
+    narrow: str = ""
+    """A ``-k`` term narrowing the plan's own case files' cells (verify attention: one plant, the tiles that apply,
+    the resolved backend's cells); unlike ``keyword`` it leaves the cells judged by their variant's layout."""
 
     def expression(self) -> str:
         tests = " or ".join(self.tests)
-        return f"(({tests}) and {self.keyword})" if self.keyword else f"({tests})"
+        terms = [f"({tests})", *filter(None, (self.keyword, self.narrow))]
+        return f"({' and '.join(terms)})" if len(terms) > 1 else terms[0]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell preflight runs itself (:mod:`.cells`): ``case`` under the kernel record ``record``, answering
+    the concern ``concern`` (its results' nodeid is ``preflight::<concern>[<case id>]``); ``why``: where the
+    plan took it from (``at --max-running-requests 256``, ``below-2^31-el-target_probs``)."""
+
+    concern: str
+    record: str
+    case: object
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -97,6 +123,8 @@ class Plan:
     arch: str | None
     sampling: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    cells: tuple[Cell, ...] = ()
+    """The cells preflight runs itself (deployment shapes, head geometry), of the concerns that run."""
 
     @property
     def deployed(self) -> Variant:
@@ -106,16 +134,17 @@ class Plan:
         return tuple(c for c in self.concerns if not c.unchecked)
 
     def keyword_expression(self) -> str:
-        """The ``-k`` expression that selects every cell the plan runs."""
-        return " or ".join(c.expression() for c in self.runs())
+        """The ``-k`` expression that selects every sweep cell the plan runs (its own cells: :attr:`cells`); the
+        oracle's own cells (they check the reference, not a kernel) left out."""
+        return f"({' or '.join(c.expression() for c in self.runs() if c.tests and not c.own)}) and not -oracle-"
+
+    def own_cells(self) -> tuple[Cell, ...]:
+        """:attr:`cells` of the concerns that run."""
+        running = {c.name for c in self.runs()}
+        return tuple(c for c in self.cells if c.concern in running)
 
     def topologies(self) -> tuple[str, ...]:
-        """The tree shapes the drafter builds: a chain for top-k 1 EAGLE and DFlash; every shape for DDTree."""
-        from ..families.verify.topologies import TOPOLOGIES
-
-        if self.algorithm in ("DFLASH",) or (self.algorithm not in ("DDTREE",) and self.topk == 1):
-            return ("spine",)
-        return tuple(TOPOLOGIES)
+        return topologies(self.algorithm, self.topk)
 
     def verify_cases(self) -> list:
         """The verify cases of every variant (each topology that exists at its budget x plant x batch). Token ids
@@ -138,6 +167,15 @@ class Plan:
         return out
 
 
+def topologies(algorithm: str, topk: int) -> tuple[str, ...]:
+    """The tree shapes the drafter builds: a chain for top-k 1 EAGLE and DFlash; every shape for DDTree."""
+    from ..families.verify.topologies import TOPOLOGIES
+
+    if algorithm in ("DFLASH",) or (algorithm not in ("DDTREE",) and topk == 1):
+        return ("spine",)
+    return tuple(TOPOLOGIES)
+
+
 def variants(serving: Serving) -> tuple[Variant, ...]:
     """As deployed, then the changes that move a DDTree budget's live width onto its capacity."""
     budget, block = serving.budget, serving.block_size
@@ -151,21 +189,163 @@ def variants(serving: Serving) -> tuple[Variant, ...]:
 
 
 UNCHECKED = {
-    "deployment": "deployment shapes (KV cache and logits past 2^31 / 2^32 elements at --max-running-requests "
-                  "{mrr}, vocabulary {vocab}): not in this preflight; run `python -m ddtree_compat sweep --profile "
-                  "scale --vocab {vocab}` on the serving GPU, then `python -m ddtree_compat envelope "
-                  "results/latest-<arch>-scale.jsonl` (docs/results.md)",
     "e2e": "a served replica (a tiny target with this vocabulary and these speculative flags): not in this "
            "preflight; the e2e tier serves the field's configurations: `pytest tests/e2e` on a GPU (docs/e2e.md)",
 }
 
+NEEDS_GPU = "needs a GPU"
+
+DEPLOYMENT_KERNELS = {"verify": ("verify_tree_greedy",), "commit": ("assign_req_to_token", "move_kv")}
+"""The deployment-shape kernels of the concerns every speculative configuration runs (scale family names)."""
+DDTREE_SCALE = ("ddtree_build", "ddtree_prune", "ddtree_follow", "ddtree_compile")
+DDTREE_FA_SCALE = ("ddtree_fa_full", "ddtree_fa_suffix")
+"""The DDTree build's kernels at deployment shapes; the FlashAttention metadata ones only where FA3 serves (or the
+backend is not known)."""
+
+
+def context_of(serving: Serving, model: ModelShape) -> tuple[int, str]:
+    """The context length the pools are sized for: ``--context-length``, else the model's
+    ``max_position_embeddings`` (what SGLang takes then), else the scale family's 1M slice; and where it came from."""
+    from ..families.scale.records import SLICE
+
+    if serving.get("context_length"):
+        return int(serving.get("context_length")), "--context-length"
+    if model.context:
+        return model.context, "the model's max_position_embeddings"
+    return SLICE.context, "not given and not in config.json: the scale family's"
+
+
+def samplers(serving: Serving, has_ddtree: bool) -> tuple[str, ...]:
+    """The sampling kernels the configuration's sampler calls at temperature > 0: DDTree's own sampler, DFlash's
+    chain sampler, EAGLE's target-only tree sampler."""
+    if serving.algorithm == "DDTREE":
+        return ("ddtree_sample",) if has_ddtree else ()
+    if serving.algorithm == "DFLASH":
+        return ("chain_speculative_sampling",) + (("ddtree_sample",) if serving.ddtree_in_dflash and has_ddtree
+                                                  else ())
+    return ("tree_speculative_sampling",)
+
+
+def deployment_kernels(serving: Serving, sampling: tuple[str, ...], has_ddtree: bool) -> tuple[str, ...]:
+    """The scale family's kernels this configuration runs: greedy verify, commit's ``assign_req_to_token`` /
+    ``move_kv``, the samplers when it samples, the DDTree build's kernels."""
+    out = [*DEPLOYMENT_KERNELS["verify"], *DEPLOYMENT_KERNELS["commit"]]
+    if any(s != GREEDY for s in sampling):
+        out += samplers(serving, has_ddtree)
+    if has_ddtree and (serving.algorithm == "DDTREE" or serving.ddtree_in_dflash):
+        out += DDTREE_SCALE
+        if serving.attention_backend in (None, "fa3"):
+            out += DDTREE_FA_SCALE
+    return tuple(dict.fromkeys(out))
+
+
+def deployment_cells(serving: Serving, model: ModelShape, budget: int, kernels: tuple[str, ...]) -> list[Cell]:
+    """Each kernel's scale cells at the configuration's shape: the batch ``--max-running-requests``, and the
+    batches just below and above each 2^31 / 2^32 limit of its tensors at that vocabulary, budget and context
+    (those up to the larger of the family's largest batch and ``--max-running-requests``)."""
+    from ..families.scale import boundaries as bd
+    from ..families.scale.records import ScaleCase
+
+    mrr = serving.max_running_requests
+    context, _ = context_of(serving, model)
+    out = []
+    for kernel in kernels:
+        axes = bd.KERNELS[kernel].axes
+        shape = bd.Shape(model.vocab if "vocab" in axes else 0, budget if "budget" in axes else 0,
+                         context if "context" in axes else 0)
+        seen = set()
+        if mrr:
+            out.append(Cell("deployment", kernel + "@scale", ScaleCase(kernel, int(mrr), shape.vocab, shape.budget,
+                                                                       shape.context, "deployed").check(),
+                            f"at --max-running-requests {mrr}"))
+            seen.add(int(mrr))
+        for b in bd.boundaries(kernel, shape, max(bd.MAX_BATCH, int(mrr or 0))):
+            if b.side != "top" and b.batch not in seen:
+                seen.add(b.batch)
+                out.append(Cell("deployment", kernel + "@scale", ScaleCase.of(b).check(), b.label))
+    return out
+
+
+GEOMETRY_PREFIX = {True: 1000, False: 17}
+"""Prefix tokens of the head-geometry cells: on a GPU the verify-attention family's device shape, on the
+interpreter its interpret shape (the interpreter runs every program in Python)."""
+
+
+def geometry_cells(vs: tuple[Variant, ...], model: ModelShape, serving: Serving, topologies: tuple[str, ...],
+                   arch: str | None, device: bool) -> list[Cell]:
+    """Verify attention at the model's own head geometry (query heads, GQA group, head dim), one tree per
+    variant and topology kind (a chain, and a branching tree where the drafter builds one), at a batch of
+    ``min(3, --max-running-requests)``; natively and, where ``arch`` has a tile choice, under that arch's tiles.
+    bf16 on a GPU; on the interpreter fp16 (it has no bf16 arithmetic) and one tree per variant."""
+    from ..arch import TILE_ARCHES
+    from ..families.attention.records import NATIVE, PAGE_SIZES, AttentionCase
+    from ..families.verify.records import DEFAULT_VOCAB, make_case
+
+    if not model.kv_heads or model.heads % model.kv_heads or model.head_dim % 16:
+        return []
+    batch = min(3, serving.max_running_requests or 3)
+    page = serving.page_size if serving.page_size in PAGE_SIZES else 16
+    dtype = ("bf16" if "bf" in model.dtype else "fp16") if device else "fp16"
+    tiles = (NATIVE, *((arch,) if arch in TILE_ARCHES else ()))
+    trees = [t for t in ("spine", "random") if t in topologies] or list(topologies[:1])
+    if not device:  # the interpreter: one tree per variant, the branching one where the drafter builds trees
+        trees = trees[-1:]
+    out = []
+    for v in vs:
+        for topology in trees:
+            tree = make_case(v.budget, topology, "none", batch, v.block_size, DEFAULT_VOCAB)
+            if tree is None:
+                continue
+            if v.capacity is not None:
+                tree = replace(tree, capacity=v.capacity, accept_width=v.capacity)
+            for t in tiles:
+                case = AttentionCase(tree, heads=model.heads, group=model.heads // model.kv_heads,
+                                     head_dim=model.head_dim, prefix=GEOMETRY_PREFIX[device], dtype=dtype,
+                                     page_size=page, padding="nodes" if tree.slots > tree.num_nodes else "",
+                                     tiles=t).check()
+                out.append(Cell("geometry", "verify_attention", case, v.label()))
+    return out
+
+
+STATIC_ATTENTION = ("sglang-triton", "flashinfer")
+"""The backends with static builds of verify attention."""
+STATIC_SAMPLERS = ("tree_speculative_sampling", "chain_speculative_sampling")
+STATIC_LINEAR = ("gdn_verify_tree", "gdn_verify_chain", "conv_verify_tree")
+
+
+def static_narrowing(serving: Serving, model: ModelShape, sampling: tuple[str, ...], att_backends: tuple[str, ...],
+                     has_ddtree: bool) -> str:
+    """The static builds this configuration loads: verify attention of the resolved backend only (every one's
+    when it is not known), the samplers of its drafter when it samples (none when greedy), the linear-attention
+    kernels for a hybrid model only."""
+    drop = []
+    if att_backends:
+        drop += [f"-{b}-verify_attention-" for b in STATIC_ATTENTION if b not in att_backends]
+    used = samplers(serving, has_ddtree) if serving.algorithm and any(s != GREEDY for s in sampling) else ()
+    drop += [f"-{k}-" for k in STATIC_SAMPLERS if k not in used]
+    if not model.hybrid:
+        drop += [f"-{k}-" for k in STATIC_LINEAR]
+    return " and ".join(f"not {d}" for d in drop)
+
+
+def attention_narrowing(backends: tuple[str, ...], arch: str | None) -> str:
+    """The verify-attention cells of the plan's case files that answer it: one plant per tree (the mask does not
+    depend on the accepted path), the native tiles and ``arch``'s, the resolved backend's."""
+    from ..arch import TILE_ARCHES
+
+    tiles = "(native or emulated-" + arch + ")" if arch in TILE_ARCHES else "native"
+    terms = ["-none-bs", tiles]
+    if backends:
+        terms.append("(" + " or ".join(f"-{b}-" for b in backends) + ")")
+    return " and ".join(terms)
+
 
 def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: tuple[str, ...] = (GREEDY, "T=1"),
-              has_ddtree: bool = False, ddtree_name: str = "") -> Plan:
+              has_ddtree: bool = False, ddtree_name: str = "", device: bool = False) -> Plan:
     """The plan for one resolved configuration on ``arch`` (``None``: no GPU here and no ``--arch``).
 
     ``has_ddtree``: a DDTree build is under test (its kernels); ``ddtree_name``: its column, which runs FA3's
-    verify attention through the build's FA metadata.
+    verify attention through the build's FA metadata; ``device``: a GPU is here (the deployment-shape cells run).
     """
     algorithm = serving.algorithm
     if not algorithm or serving.budget is None:
@@ -173,7 +353,8 @@ def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: t
     else:
         vs = variants(serving)
     mrr = serving.max_running_requests
-    batches = tuple(sorted({min(b, mrr) for b in BATCHES})) if mrr else BATCHES
+    grid = BATCHES if device else INTERPRET_BATCHES
+    batches = tuple(sorted({min(b, mrr) for b in grid})) if mrr else grid
     budget = vs[0].budget if vs else 0
     attention = serving.attention_backend
     if attention == "fa3" and ddtree_name:
@@ -187,6 +368,7 @@ def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: t
         att_backends, att_note = (), "SGLang's choice of attention backend is not known" + why + \
             ": every verify-attention backend the suite has was checked"
     concerns = []
+    own: list[Cell] = []
     if vs:
         concerns += [
             Concern("verify", "tree verify (greedy accept walk)", ("test_verify_tree_greedy",
@@ -197,7 +379,7 @@ def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: t
                     note=f"page size {serving.page_size}" if serving.page_size else
                     "page size not resolved here: page sizes 1 / 16 / 64"),
             Concern("attention", "verify attention (ancestor-only mask)", ("test_verify_attention",),
-                    backends=att_backends, note=att_note),
+                    backends=att_backends, note=att_note, narrow=attention_narrowing(att_backends, arch)),
         ]
         if model.hybrid:
             concerns.append(Concern("linear", "linear attention: recurrent state per node, conv update, state commit",
@@ -205,21 +387,45 @@ def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: t
                                     note=f"{model.linear_key_heads}/{model.linear_value_heads} GDN heads in the "
                                          "model; the family's Qwen3.5 / Qwen3-Next shapes"))
         if any(s != GREEDY for s in sampling):
+            used = samplers(serving, has_ddtree)
             concerns.append(Concern("sampling", "speculative sampling (temperature > 0)", ("test_sampling",),
-                                    by_budget=False, note="the samplers at the family's own budgets"))
+                                    keyword="(" + " or ".join(used) + ")" if used else "", by_budget=False,
+                                    note=f"{', '.join(used)} at the family's own budgets",
+                                    unchecked="" if used else "DDTree samples with its build's own kernel: no "
+                                    "DDTree build under test (DDTREE_IMPLS)"))
         if algorithm == "DDTREE" or serving.ddtree_in_dflash:
             concerns.append(Concern("ddtree", "the DDTree build's own kernels (tree build, follow, metadata)",
                                     ("test_ddtree_kernel", "test_ddtree_round_in_one_cuda_graph"),
                                     keyword=f"b{budget}", unchecked="" if has_ddtree else
                                     "no DDTree build under test: point DDTREE_IMPLS at the DDTree SGLang you serve"))
+        geometry = f"{model.heads} query / {model.kv_heads} KV heads, head dim {model.head_dim}"
+        cells = geometry_cells(vs, model, serving, topologies(algorithm, serving.topk), arch, device)
+        concerns.append(Concern("geometry", f"verify attention at the model's heads ({geometry})",
+                                ("geometry",), backends=att_backends, own=True,
+                                note=f"{att_note}; {'bf16' if device else 'fp16 (the interpreter has no bf16)'}, "
+                                     f"prefix {GEOMETRY_PREFIX[device]}",
+                                unchecked="" if cells else f"{geometry}: no verify-attention case has this shape "
+                                                           "(heads a multiple of KV heads, head dim of 16s)"))
+        own.extend(cells)
+        kernels = deployment_kernels(serving, sampling, has_ddtree)
+        context, where = context_of(serving, model)
+        mrr_text = f"--max-running-requests {mrr}" if mrr else "no --max-running-requests (SGLang sizes it by memory)"
+        what = (f"{', '.join(kernels)} at {mrr_text} x vocabulary {model.vocab} x context {context} ({where}) "
+                f"x budget {budget}, and each kernel's batches around 2^31 / 2^32")
+        cells = deployment_cells(serving, model, budget, kernels)
+        own.extend(cells)
+        concerns.append(Concern("deployment", "deployment shapes (pools and logits past 2^31 / 2^32 elements)",
+                                ("deployment",), by_budget=False, own=True, note=f"{len(cells)} cells: {what}",
+                                unchecked="" if device else f"{NEEDS_GPU}: would run {len(cells)} cells: {what}"))
     if arch:
         concerns.append(Concern("static", f"compiles and fits on {arch} (static builds)", ("test_static",),
-                                keyword=f"static-{arch}-", by_budget=False))
+                                keyword=f"static-{arch}-", by_budget=False,
+                                narrow=static_narrowing(serving, model, sampling, att_backends, has_ddtree)))
     else:
         concerns.append(Concern("static", "compiles and fits on the serving GPU", by_budget=False,
                                 unchecked="no GPU here and no --arch: give --arch sm120 (or the serving card's)"))
     for name, text in UNCHECKED.items():
-        concerns.append(Concern(name, name, by_budget=False,
-                                unchecked=text.format(mrr=mrr or "(SGLang's default)", vocab=model.vocab)))
+        concerns.append(Concern(name, name, by_budget=False, unchecked=text))
     notes = () if vs else ("no speculative decoding in these flags: only the static builds apply",)
-    return Plan(algorithm, vs, tuple(concerns), batches, model.vocab, serving.topk, arch, tuple(sampling), notes)
+    return Plan(algorithm, vs, tuple(concerns), batches, model.vocab, serving.topk, arch, tuple(sampling), notes,
+                tuple(own))

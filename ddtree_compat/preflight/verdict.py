@@ -38,9 +38,9 @@ def _test_of(record) -> str:
 
 
 def _belongs(record, concern: Concern) -> bool:
-    if _test_of(record) not in concern.tests:
+    if _test_of(record) not in concern.tests or record.backend == "oracle":  # the oracle's cells check the reference
         return False
-    if concern.backends and record.backend not in concern.backends and record.backend != "oracle":
+    if concern.backends and record.backend not in concern.backends:
         return False
     if concern.page is not None and record.kernel != "verify_tree_greedy" and f"-p{concern.page}-" not in \
             f"{record.case_id}-":
@@ -55,7 +55,8 @@ def _matches(record, variant: Variant, concern: Concern) -> bool:
         return False
     if concern.keyword:  # a family on its own grid: its budget is the variant's, its layout its own
         return True
-    return record.block_size == variant.block_size and (record.layout or "exact") == variant.layout
+    layout = (record.layout or "exact").split("-", 1)[0]  # commit's ``exact-p16``, attention's ``cap16-nodes-pg1``
+    return record.block_size == variant.block_size and layout == variant.layout
 
 
 def _counts(records) -> dict:
@@ -79,6 +80,27 @@ def _failure(record) -> str:
         f": {first}" if first else "")
 
 
+def safe_batch(ran) -> list[str]:
+    """For failing deployment-shape cells: the largest ``--max-running-requests`` below every failing kernel's
+    first failure that each of them passed (its envelope's verified batch), when every one has such a batch."""
+    by_kernel: dict[tuple, list] = {}
+    for r in ran:
+        by_kernel.setdefault((r.kernel, r.backend, r.shape), []).append(r)
+    verified = []
+    for (kernel, backend, _), rs in sorted(by_kernel.items()):
+        bad = min((r.batch for r in rs if r.outcome in FAILING), default=None)
+        if bad is None:
+            continue
+        passed = [r.batch for r in rs if r.outcome == "pass" and r.batch < bad]
+        if not passed:
+            return []
+        verified.append((max(passed), f"{kernel.partition('@')[0]} on {backend}: {max(passed)} passes, {bad} fails"))
+    if not verified:
+        return []
+    n = min(b for b, _ in verified)
+    return [f"--max-running-requests {n}: every failing kernel passed there ({'; '.join(t for _, t in verified)})"]
+
+
 def answer(plan: Plan, concern: Concern, records) -> Answer:
     """One concern's answer from the records of a run."""
     if concern.unchecked:
@@ -97,11 +119,14 @@ def answer(plan: Plan, concern: Concern, records) -> Answer:
             alt = [r for r in mine if _matches(r, v, concern)]
             if alt and all(r.outcome == "pass" for r in alt):
                 suggestions.append(f"{v.change}: {len(alt)} cells pass ({v.label()})")
+        if concern.name == "deployment":
+            suggestions += safe_batch(ran)
         why = f"{len(failed)} of {len(ran)} cells failed at {where or 'this configuration'}{note}"
         return Answer(concern, FAIL, why, _failure(first), _replay(first), tuple(suggestions), counts)
     if not ran:
-        skips = sorted({(r.message or "no reason given").splitlines()[0][:160] for r in deployed})
-        why = ("no cell of it ran: " + "; ".join(skips[:3])) if skips else \
+        skips = sorted({(r.message or "no reason given").splitlines()[0][:160] for r in deployed}, key=len)
+        more = f" (and {len(skips) - 1} other reasons)" if len(skips) > 1 else ""
+        why = (f"no cell of it ran: {skips[0]}{more}") if skips else \
             f"no cell of it exists at {where or 'this configuration'}"
         return Answer(concern, NOT_CHECKED, why + note, counts=counts)
     skipped = counts.get("skip", 0)

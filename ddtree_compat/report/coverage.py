@@ -3,7 +3,7 @@
 :func:`report_title` names the families, archs and tiers that ran; :func:`not_tested` gives one line per kernel family,
 static kernel, DDTree implementation or backend that ran no cell, with why (a selection, a missing implementation,
 the commonest skip reason); :func:`notices` and :func:`repairs` say when a run is partial or a torn line was cut.
-A cell's family is its record's folder (:func:`family_of`).
+A cell's family is its record's folder (:func:`family_of`). The last line of every report is :data:`FOOTER`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ FAMILY_TITLES = {"verify": "verify kernels", "commit": "KV-cache commit kernels"
                  STATIC: "static builds", E2E: "end to end"}
 """What a report calls each kernel family (``ddtree_compat.families``) and the static and e2e tiers."""
 SELECTION = "left out of the selection: -k, -m, --tests or --backend"
+GLOSSARY = "docs/glossary.md"
+"""The manual's page that defines every term a report prints, as a path in the ddtree-compat repository."""
+FOOTER = (f"Terms used in this report (outcomes, tiers, topologies, layouts, columns) are defined in {GLOSSARY} of "
+          "ddtree-compat.")
+"""The footer of the Markdown and HTML reports. A report is read where it was written (a sweep's output folder, a CI
+step summary, ``docs/results/``), so it names the page by its path in the repository rather than by a relative link,
+which would resolve from one of those places only."""
 REASON_CHARS = 200
 """A skip reason quoted at the top of a report is cut to this many characters."""
 

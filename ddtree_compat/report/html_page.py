@@ -7,7 +7,7 @@ issues, the static tier per arch (backend · kernel x arch, each specialization 
 then per kernel its details (collapsed): a budget x topology x layout table over ``backend · arch`` for the
 verify, commit and DDTree kernels, shape x tile choice for verify attention, configurations for e2e, the
 distribution cells' law tests (when a cell measured one); last the environment, counts, skips by reason and faults
-by class.
+by class; the footer points to the glossary (:data:`~.coverage.FOOTER`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..results import Results
 from .picture import STYLE, render_summary
-from .coverage import not_tested, notices, repairs, report_title, sources
+from .coverage import FOOTER, GLOSSARY, not_tested, notices, repairs, report_title, sources
 from .deployment import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, ENVELOPE_HEADER, ENVELOPE_TITLE, concurrency_rows,
                          envelope_rows)
 from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, KNOWN_HEADER, attention_rows, count_header, count_rows,
@@ -96,4 +96,5 @@ def render_html(results: Results, png: bytes | None = None, title: str | None = 
         count_header=count_header(s), counts=count_rows(s),
         skips=sorted(s.skips.items()), faults=sorted(s.faults.items()),
         colours={k: v[0] for k, v in STYLE.items()},
+        footer=FOOTER.split(GLOSSARY), glossary=GLOSSARY,
     )

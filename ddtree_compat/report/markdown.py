@@ -9,7 +9,8 @@ reason, faults by class, the static tier's specializations that did not pass on 
 attention by shape and tile choice, the e2e tier, the distribution cells' law tests (statistic, dof, p-value, N,
 alpha; only when a cell measured one), and per kernel its budget x topology x layout rows with failures or
 known issues.
-A line under the summary table says what each mark means (:data:`LEGEND`).
+A line under the summary table says what each mark means (:data:`LEGEND`); the last line points to the glossary
+(:data:`~.coverage.FOOTER`).
 
 The size does not grow with the profile beyond the collapsed tables' rows (each at most
 ``max_rows``).
@@ -21,11 +22,11 @@ from collections import Counter
 
 from ..outcomes import WORST_FIRST
 from ..results import Results
-from .coverage import device_only_split, not_tested, notices, repairs, report_title, sources
+from .coverage import FOOTER, GLOSSARY, device_only_split, not_tested, notices, repairs, report_title, sources
 from .deployment import (CONCURRENCY_HEADER, CONCURRENCY_TITLE, ENVELOPE_HEADER, ENVELOPE_TITLE, concurrency_rows,
                          envelope_rows)
-from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, Summary, SummaryCell, attention_rows,
-                      count_header, count_rows, distribution_rows, e2e_rows, env_rows, kernel_matrix,
+from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, MATRIX_HEADER, Summary, SummaryCell,
+                      attention_rows, count_header, count_rows, distribution_rows, e2e_rows, env_rows, kernel_matrix,
                       kernels_with_cells, known_rows, parts, replay_command, static_rows, summarize, summary_table)
 
 
@@ -134,7 +135,7 @@ def _rest(s: Summary, max_rows: int) -> list[str]:
         if rows:
             lines += _details(f"{kernel}: its {len(rows)} budget x topology x layout row(s) with failures or known "
                               "issues (xfail, xpass)",
-                              _table(["budget", "topology", "layout", "SGLang mode", *cols],
+                              _table([*MATRIX_HEADER, *cols],
                                      [[*key, mode, *(_cell(c) if c else "" for c in cells)] for key, mode, cells in rows],
                                      max_rows))
     return lines
@@ -197,4 +198,5 @@ def render_markdown(results: Results, title: str | None = None, max_failures: in
     lines.append("")
     lines += _known_section(s)
     lines += _rest(s, max_rows)
+    lines += ["---", "", FOOTER.replace(GLOSSARY, f"`{GLOSSARY}`")]
     return "\n".join(lines) + "\n"

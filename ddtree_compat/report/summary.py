@@ -390,6 +390,8 @@ def e2e_rows(s: Summary) -> tuple[list[str], list[tuple[tuple, list[Counter | No
     return archs, [(k, [cells.get((*k, a)) for a in archs]) for k in keys]
 
 
+MATRIX_HEADER = ["budget", "topology", "layout", "SGLang mode"]
+"""The first columns of a kernel's budget x topology x layout table (then one column per ``backend · arch``)."""
 DISTRIBUTION_HEADER = ["kernel · backend · arch", "case", "outcome", "statistic", "dof", "p-value", "N", "alpha"]
 
 

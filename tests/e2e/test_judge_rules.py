@@ -158,7 +158,7 @@ def test_the_field_symptom_leads_the_message_and_the_first_fault_class_wins():
 
 
 def test_out_of_memory_beside_the_sessions_other_servers_is_the_suites_error_alone_a_fault():
-    """Seen on the H200 (session 22): four servers of the scale profile at once, one ran out of memory at 512 requests
+    """Seen on the H200 (2026-12-04): four servers of the scale profile at once, one ran out of memory at 512 requests
     while another held 64 GiB; the same configuration alone served them."""
     from ddtree_compat.e2e.judge import shared_gpu
     from ddtree_compat.outcomes import Verdict

@@ -391,7 +391,7 @@ def test_the_attention_backend_a_server_chose_is_read_from_its_log():
 
 
 def test_ports_are_picked_below_the_ephemeral_range_and_apart(monkeypatch):
-    """An ephemeral port can be taken by an outgoing connection before the server binds it (H200, session 11);
+    """An ephemeral port can be taken by an outgoing connection before the server binds it (H200, 2026-12-02);
     the ports of one session stay PORT_SPACING apart (a server binds a few next to its own)."""
     monkeypatch.setattr(ports, "ephemeral_floor", lambda: 32768)
     taken: set[int] = set()

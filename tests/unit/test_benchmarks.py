@@ -273,8 +273,8 @@ def test_import_cost_times_each_run_and_names_a_failed_import(capsys):
 
 
 def test_scale_cost_reads_a_committed_h200_run():
-    """benchmarks/scale_cost.py on run 4 (the tree sampler, 75 cells, one worker): the figures docs/benchmarks.md
-    quotes."""
+    """benchmarks/scale_cost.py on ``docs/results/2026-12-04-sm90-scale-run4.jsonl.gz`` (the tree sampler, 75 cells,
+    one worker): the figures docs/benchmarks.md quotes."""
     spec = importlib.util.spec_from_file_location("scale_cost_under_test", ROOT / "benchmarks" / "scale_cost.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,4 +1,4 @@
-"""Issue 24, the DDTree grid: the covering design (every pair of the case dimensions in the default grid, every
+"""The DDTree grid: the covering design (every pair of the case dimensions in the default grid, every
 combination at the field's budgets), deep and wide-and-deep trees, the inputs the workers pass, sampling with
 given uniforms, the interpret tier for the implementations' Triton kernels, and the mutation check: each planted
 bug of ``families/ddtree/variants.py``'s ``GAP_BUGS`` fails a cell of the covering grid and passes every cell of
@@ -88,7 +88,8 @@ def test_case_ids_of_the_rotation_kinds_are_unchanged():
 # ---------------------------------------------------------------- the rotation grid it replaced (frozen)
 
 def rotation(kind: str) -> tuple:
-    """Today's grid before issue 24: one index advanced per logits kind (batch and past followed it)."""
+    """The grid the covering design replaced (the rotation): one index advanced per logits kind (batch and past
+    followed it)."""
     out, i = [], 0
     for budget in dd.BUDGETS["default"]:
         for logits in ("peaked", "flat", "ties"):

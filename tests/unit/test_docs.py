@@ -34,9 +34,9 @@ def test_the_readme_has_two_set_up_commands_and_ci_runs_both():
     assert "python -m ddtree_compat sweep" in ci  # and the main job: the kernel cells the test command leaves to it
 
 
-LIVE_DOCS = ("README.md", "docs/architecture.md", "docs/extending.md", "docs/tiers.md", "docs/installing.md",
-             "docs/ddtree-impls.md", "docs/results.md", "docs/e2e.md", "docs/verify-attention.md")
-"""The docs that describe the code as it is (device-run records and results keep the commands they ran)."""
+LIVE_DOCS = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
+"""The docs that describe the code as it is: README.md and every page of the manual (the results archive keeps the
+commands its runs ran)."""
 
 
 def _named_paths(text: str) -> set[str]:
@@ -81,16 +81,14 @@ def test_the_arch_lists_in_the_docs_are_the_arch_table_s():
 
 
 def test_the_deployment_shapes_doc_names_every_scale_kernel_and_its_tag():
-    """``docs/tiers.md``'s "Deployment shapes" section lists each kernel with scale cells and its case-id tag."""
+    """``docs/deployment-shapes.md`` lists each kernel with scale cells and its case-id tag."""
     from ddtree_compat.families.scale.boundaries import KERNELS
     from ddtree_compat.families.scale.records import TAGS
 
-    text = (ROOT / "docs" / "tiers.md").read_text()
-    section = text[text.index("## Deployment shapes"):]
-    section = section[:section.index("\n## ", 1)]
+    section = (ROOT / "docs" / "deployment-shapes.md").read_text()
     missing = [f"`{k}`" for k in KERNELS if f"`{k}`" not in section] + [f"`{TAGS[k]}-`" for k in KERNELS
                                                                         if f"`{TAGS[k]}-`" not in section]
-    assert not missing, f"docs/tiers.md, Deployment shapes: add {', '.join(missing)}"
+    assert not missing, f"docs/deployment-shapes.md: add {', '.join(missing)}"
 
 
 def test_every_path_and_module_the_docs_name_exists():
@@ -190,3 +188,172 @@ def test_every_module_a_docstring_or_comment_names_exists():
             if not any((base / folder).is_dir() for base in (path.parent, ROOT / "ddtree_compat", ROOT)):
                 stale.setdefault(str(path.relative_to(ROOT)), []).append(f"{folder}/")
     assert not stale, stale
+
+
+GLOSSARY = ROOT / "docs" / "glossary.md"
+
+PRINTED_JARGON = {
+    "plant": "plant", "spine": "spine", "probe": "probe", "cascade": "cascade", "envelope": "envelope",
+    "oracle": "oracle", "canary band": "canary", "poison": "poison", "replay": "replay", "known issue": "known issue",
+    "distribution cell": "distribution cell", "law": "law", "recurrent state": "recurrent state", "gdn": "GDN",
+    "live width": "live width", "capacity": "capacity", "budget": "budget", "layout": "layout", "lossless": "lossless",
+    "baseline": "baseline", "candidate": "candidate", "regressed": "regressed", "newly covered": "newly covered",
+    "accept length": "accept length", "tile choice": "tile choice", "emulated": "emulated", "top-k": "top-k",
+    "specialization": "specialization", "sass": "SASS", "aot": "AOT", "torn": "torn", "partial": "partial",
+    "phase": "phase", "sticky": "sticky", "manifest": "manifest", "strict": "strict", "xdist worker": "xdist worker",
+    "upgrade gate": "upgrade gate", "deployment shape": "deployment-shape", "fault class": "class",
+}
+"""Words of the suite's own that its reports, failure messages and ``--help`` print: the glossary term -> the word as
+printed (a string literal of ``ddtree_compat/``, docstrings left out, or its report template)."""
+UNPRINTED_JARGON = ("arena", "carry", "standby")
+"""Jargon the manual and the code's docstrings use that no message prints: defined all the same."""
+PLAIN_COLUMNS = {"kernel", "cells", "cells run", "reason", "source", "issue", "shape", "case", "server", "attention",
+                 "configuration", "concurrencies run", "env", "gpus", "cuda_visible_devices", "driver", "cuda", "torch",
+                 "triton", "sglang", "flashinfer", "sgl-kernel", "host", "started"}
+"""Report column headers that need no entry: plain words, and the versions and host of the environment table."""
+
+
+def _glossary_terms() -> set[str]:
+    """Every term the glossary defines: each ``**bold**`` span, lower-cased, backticks dropped."""
+    import re
+
+    return {t.strip().strip("`").lower() for t in re.findall(r"\*\*(.+?)\*\*", GLOSSARY.read_text())}
+
+
+def _printed_strings() -> str:
+    """The string literals of the package that are not docstrings (messages, report text, ``--help``), and the report
+    templates."""
+    import ast
+
+    out = []
+    for path in sorted((ROOT / "ddtree_compat").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        bodies = [n.body for n in ast.walk(tree) if isinstance(getattr(n, "body", None), list)]
+        docs = {id(s.value) for body in bodies for s in body
+                if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)}
+        out += [n.value for n in ast.walk(tree)
+                if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+    out += [p.read_text() for p in sorted((ROOT / "ddtree_compat").rglob("*.j2"))]
+    return "\n".join(out)
+
+
+def _terms_the_reports_print() -> dict[str, set[str]]:
+    """What the code names and a report or message prints, by where it comes from: outcomes, statuses, fault
+    classes, tiers, backends, topologies, plants, layouts, profiles, and the reports' column headers."""
+    import re
+
+    from ddtree_compat import faults, outcomes, tiers
+    from ddtree_compat.backends.registry import BUILTIN
+    from ddtree_compat.cases import PLANTS
+    from ddtree_compat.e2e.configs import PROFILES as E2E_PROFILES
+    from ddtree_compat.families.attention.records import PROFILES as ATTENTION_PROFILES
+    from ddtree_compat.families.ddtree import records as ddtree
+    from ddtree_compat.families.linear.records import PROFILES as LINEAR_PROFILES
+    from ddtree_compat.families.sampling.records import TOPOLOGIES as SAMPLING_TOPOLOGIES
+    from ddtree_compat.families.verify.records import PROFILE_GRIDS
+    from ddtree_compat.families.verify.topologies import TOPOLOGIES
+    from ddtree_compat.report import deployment, summary
+
+    from ddtree_compat import records
+
+    headers = {"table"}
+    for header in (summary.KNOWN_HEADER, summary.DISTRIBUTION_HEADER, summary.MATRIX_HEADER, summary.ENV_HEADER,
+                   deployment.CONCURRENCY_HEADER, deployment.ENVELOPE_HEADER):
+        for name in header:
+            headers |= {re.sub(r"\s*\(.*?\)", "", part).strip().lower() for part in name.split(" · ")}
+    return {
+        "outcomes and statuses": {*outcomes.OUTCOMES, *outcomes.WORST_FIRST},
+        "fault classes": set(faults.FAULT_CLASSES),
+        "tiers": {*tiers.TIERS, tiers.STATIC, tiers.E2E},
+        "backends": set(BUILTIN),
+        "topologies": {*TOPOLOGIES, *SAMPLING_TOPOLOGIES, *(f"ddtree-{logits}" for logits in ddtree.LOGITS)},
+        "plants": {*PLANTS, *ddtree.PLANTS},
+        "layouts": {*ddtree.LAYOUTS, "cap16", "-prune"},
+        "profiles": {*PROFILE_GRIDS, *E2E_PROFILES, *ATTENTION_PROFILES, *LINEAR_PROFILES},
+        "report columns": headers - PLAIN_COLUMNS,
+        "report tables": {*summary.TABLE_ORDER, *(r.table for r in records.registry().values())},
+        "jargon": {*PRINTED_JARGON, *UNPRINTED_JARGON},
+    }
+
+
+def test_the_glossary_defines_every_term_the_reports_and_messages_print():
+    """``docs/glossary.md`` (linked from every report's footer) defines each term a report or failure message prints:
+    derived from the code, so a new outcome, fault class, tier, backend, topology, plant, layout, profile, report
+    column or report table without an entry fails here; the suite's jargon is :data:`PRINTED_JARGON`, each word of it still printed."""
+    import re
+
+    defined = _glossary_terms()
+    missing = {group: sorted(t for t in terms if t.lower() not in defined and t.lower().rstrip("s") not in defined)
+               for group, terms in _terms_the_reports_print().items()}
+    missing = {group: terms for group, terms in missing.items() if terms}
+    assert not missing, f"docs/glossary.md: define (as **term**) {missing}"
+    printed = _printed_strings()
+    unprinted = [w for w in PRINTED_JARGON.values()
+                 if not re.search(rf"(?<![\w-]){re.escape(w)}(?:e?s)?(?![\w-])", printed, re.I)]
+    assert not unprinted, f"no message prints {unprinted} any more: move them from PRINTED_JARGON to UNPRINTED_JARGON"
+
+
+def test_every_report_s_footer_points_to_the_glossary(tmp_path):
+    """The Markdown and HTML reports end by naming ``docs/glossary.md``, a page of this checkout."""
+    from ddtree_compat.report import render_html, render_markdown
+    from ddtree_compat.report.coverage import GLOSSARY as NAMED
+    from ddtree_compat.results import load
+
+    assert (ROOT / NAMED).is_file()
+    results = load([ROOT / "docs" / "results" / "2026-11-30-sm90-commit.jsonl.gz"])
+    assert f"`{NAMED}`" in render_markdown(results).rstrip().splitlines()[-1]
+    assert f"<code>{NAMED}</code>" in render_html(results, png=b"").split("<footer", 1)[1]
+
+
+import re  # noqa: E402  (the tests below share these patterns)
+
+PROCESS_WORDS = (r"\b(?:sessions?|calls?|stops?|leases?)\s+#?\d+", r"\bissues?\s+#?\d+",
+                 r"\bruns?\s+\d+\b(?![.,]\d|\s+(?:of|times?|cells?|tests?|kernels?|servers?|workers?|requests?|s|min)"
+                 r"\b)",
+                 r"\(start\s+\d+")
+"""How our own work process gets counted, which no reader of the product can know: ``session N``, ``call N``,
+``issue N`` (or ``issue #N``), ``stop N``, ``lease N``, ``run N`` and ``(start N``, N a number, any case. Allowed: a
+fact about another project, a number after its name or ``PR`` (``SGLang issue #9344``, ``vLLM #46560``, ``SGLang PR
+#29907``, ``triton-lang/triton#9171``: a bare ``#N`` is not matched at all, colours and ``request #0`` being its
+commoner use), and a count or a time (``runs 6 of 8 kernels``, ``run 2 times``, ``a first run 70.2 s``)."""
+UPSTREAM = re.compile(r"(?:\bPR|\bpull|sglang|vllm|flashinfer|triton|pytorch|torch|sgl-kernel|cutlass|github|tvm-ffi|"
+                      r"nvidia|cuda)[\w`' ]{0,12}$", re.I)
+"""A project's name or ``PR`` just before the match: an upstream reference, allowed."""
+PROCESS_SCANNED = ("README.md", "docs/*.md", "ddtree_compat/**/*", "scripts/**/*", "benchmarks/**/*", "tests/**/*",
+                   ".ci/**/*", ".github/**/*", "conftest.py", "pyproject.toml")
+"""Where the product speaks: the README, the manual (not ``docs/results/``, the archive of verbatim tool output), and
+the code with its comments, docstrings and messages (not the captured server logs under ``tests/e2e/fixtures/``)."""
+
+
+def _process_word_hits(path) -> list[str]:
+    try:
+        text = path.read_text()
+    except (UnicodeDecodeError, OSError):
+        return []
+    return [f"{path.relative_to(ROOT)}:{n}: {m.group(0)!r} in {line.strip()[:100]!r}"
+            for n, line in enumerate(text.splitlines(), 1) for pattern in PROCESS_WORDS
+            for m in re.finditer(pattern, line, re.I) if not UPSTREAM.search(line[:m.start()])]
+
+
+def test_the_process_words_pattern_tells_our_counters_from_upstream_references():
+    """Our counters are flagged, a project's own numbers and a count of things are not (the numbers are split off
+    so that this file does not flag itself)."""
+    ours = ["session " + "25", "Call " + "3", "issue " + "24", "issues #" + "19", "(start " + "1",
+            "run " + "7 (2026-12-05)"]
+    theirs = ["SGLang issue #" + "9344", "vLLM #" + "46560", "SGLang DDTree PR #" + "29907",
+              "triton-lang/triton#" + "9171", "runs " + "6 of 8 kernels", "color: #" + "1a9850", "first run " + "70.2 s"]
+
+    def flagged(s: str) -> bool:
+        return any(not UPSTREAM.search(s[:m.start()]) for p in PROCESS_WORDS for m in re.finditer(p, s, re.I))
+
+    assert [s for s in ours if not flagged(s)] == [] and [s for s in theirs if flagged(s)] == []
+
+
+def test_the_product_speaks_of_the_product_not_of_our_work_process():
+    """README, the manual and the code name a run by its date, GPU, command and results file, and a finding by what
+    it found; never by a session, a device call or an issue number of our own (:data:`PROCESS_WORDS`)."""
+    files = {p for pattern in PROCESS_SCANNED for p in ROOT.glob(pattern) if p.is_file()}
+    files = [p for p in sorted(files) if not p.is_relative_to(ROOT / "tests" / "e2e" / "fixtures")
+             and "__pycache__" not in p.parts and p.suffix not in (".gz", ".png", ".pyc", ".so", ".whl")]
+    hits = [h for p in files for h in _process_word_hits(p)]
+    assert not hits, "name the thing itself (the finding, the date and GPU, the results file):\n" + "\n".join(hits)

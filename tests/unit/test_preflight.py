@@ -3,6 +3,7 @@ out; the verdict from given outcomes; model shapes from the public config.json f
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,22 +14,21 @@ from ddtree_compat.preflight.plan import make_plan
 from ddtree_compat.preflight.verdict import FAIL, NOT_CHECKED, PASS, answers, exit_status, render
 from ddtree_compat.results import ResultRecord
 
-# config.json fields as the models publish them (values from their public model cards' config.json)
-QWEN36_27B = {"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": {
-    "vocab_size": 248320, "hidden_size": 5120, "num_hidden_layers": 64, "num_attention_heads": 24,
-    "num_key_value_heads": 4, "head_dim": 256, "full_attention_interval": 4, "linear_num_key_heads": 16,
-    "linear_num_value_heads": 48, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-    "linear_conv_kernel_dim": 4, "torch_dtype": "bfloat16"}}
+FIXTURES = Path(__file__).parent / "fixtures" / "models"
+# config.json fields as the models publish them (values from their public model cards' config.json); the field's
+# model (Qwen3.6-27B, the Qwen3.5-27B architecture) is a file: `preflight --model-path` reads its folder
+QWEN36_27B = json.loads((FIXTURES / "qwen3.6-27b" / "config.json").read_text())
 QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "vocab_size": 151936, "hidden_size": 4096,
             "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
-            "torch_dtype": "bfloat16"}
+            "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
 LLAMA3_8B = {"architectures": ["LlamaForCausalLM"], "vocab_size": 128256, "hidden_size": 4096,
              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-             "torch_dtype": "bfloat16"}
+             "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
 QWEN3_NEXT_80B = {"architectures": ["Qwen3NextForCausalLM"], "vocab_size": 151936, "hidden_size": 2048,
                   "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
                   "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
-                  "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4}
+                  "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4,
+                  "max_position_embeddings": 262144}
 
 
 def field_serving(budget=8, attention="flashinfer", **more):
@@ -43,6 +43,7 @@ def test_model_shapes_of_real_configs():
     assert (q.vocab, q.heads, q.kv_heads, q.head_dim, q.hybrid) == (248320, 24, 4, 256, True)
     assert q.layer_types.count("full_attention") == 16 and q.layer_types[3] == "full_attention"
     assert (q.linear_key_heads, q.linear_value_heads, q.linear_key_dim, q.conv_kernel) == (16, 48, 128, 4)
+    assert q.context == 262144 and shape_of(QWEN3_8B).context == 40960
     assert shape_of(QWEN3_NEXT_80B).hybrid
     assert not shape_of(QWEN3_8B).hybrid and shape_of(QWEN3_8B).head_dim == 128
     assert shape_of(LLAMA3_8B).head_dim == 128 and shape_of(LLAMA3_8B).vocab == 128256
@@ -62,7 +63,9 @@ def test_the_field_configuration_plans_capacity_cells_and_the_two_changes():
     cases = plan.verify_cases()
     assert {(c.budget, c.block_size, c.layout) for c in cases} == {(8, 16, "cap16"), (8, 9, "exact"),
                                                                   (15, 16, "exact")}
-    assert {c.batch for c in cases} == {1, 3, 8}
+    assert {c.batch for c in cases} == {1, 3}  # the interpreter's batches here; a GPU's 1 / 3 / 8
+    on_gpu = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm120", device=True)
+    assert on_gpu.batches == (1, 3, 8)
 
 
 @pytest.mark.parametrize("budget", [15, 16, 32, 64])
@@ -157,3 +160,175 @@ def test_a_model_config_file_is_read(tmp_path):
     assert read_model(str(tmp_path)).hybrid
     with pytest.raises(launch.LaunchError, match="no local folder"):
         read_model("Qwen/Qwen3.6-27B")
+
+
+def _by_kernel(plan):
+    out = {}
+    for c in plan.cells:
+        if c.concern == "deployment":
+            out.setdefault(c.case.kernel, []).append(c)
+    return out
+
+
+def test_deployment_cells_sit_at_the_configuration_s_batch_and_around_each_limit():
+    from ddtree_compat.families.scale import boundaries as bd
+
+    plan = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm120", has_ddtree=True, ddtree_name="impl-x",
+                     device=True)
+    cells = _by_kernel(plan)
+    # flashinfer serves: no FlashAttention metadata kernels; T = 1 samples: DDTree's own sampler
+    assert set(cells) == {"verify_tree_greedy", "assign_req_to_token", "move_kv", "ddtree_sample", "ddtree_build",
+                          "ddtree_prune", "ddtree_follow", "ddtree_compile"}
+    for kernel, cs in cells.items():
+        deployed = [c.case for c in cs if c.case.boundary == "deployed"]
+        assert len(deployed) == 1 and deployed[0].batch == 256, kernel
+        axes = bd.KERNELS[kernel].axes
+        assert all(c.case.vocab == (248320 if "vocab" in axes else 0) for c in cs)
+        assert all(c.case.context == (262144 if "context" in axes else 0) for c in cs)  # max_position_embeddings
+        assert all(c.case.budget == (8 if "budget" in axes else 0) for c in cs)
+    sample = sorted(c.case.batch for c in cells["ddtree_sample"])
+    per = 9 * 248320  # target_probs [bs, B + 1, V]
+    below31, above31 = (c.case.batch for c in cells["ddtree_sample"] if "2^31" in c.why)
+    assert per * below31 - 1 < 2 ** 31 <= per * above31 - 1 and above31 == below31 + 1
+    assert sample[0] == 256 and len(sample) == 5  # the deployed batch and both sides of 2^31 and 2^32
+    deployment = {c.name: c for c in plan.concerns}["deployment"]
+    assert deployment.unchecked == "" and {c.concern for c in plan.own_cells()} == {"geometry", "deployment"}
+
+
+def test_deployment_cells_need_a_gpu_and_say_what_would_run():
+    plan = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm120", has_ddtree=True)
+    deployment = {c.name: c for c in plan.concerns}["deployment"]
+    assert deployment.unchecked.startswith("needs a GPU: would run ")
+    assert "--max-running-requests 256 x vocabulary 248320 x context 262144" in deployment.unchecked
+    assert {c.concern for c in plan.own_cells()} == {"geometry"}  # the deployment cells are planned, not run
+
+
+@pytest.mark.parametrize("algorithm,more,sampling,expected", [
+    ("EAGLE", {"speculative_num_draft_tokens": 9, "speculative_eagle_topk": 4}, ("T=1",), "tree_speculative_sampling"),
+    ("DFLASH", {"speculative_dflash_block_size": 16}, ("T=1",), "chain_speculative_sampling"),
+    ("EAGLE", {"speculative_num_draft_tokens": 9}, ("greedy",), None),
+])
+def test_the_samplers_deployment_shapes_follow_the_drafter_and_the_sampling(algorithm, more, sampling, expected):
+    s = Serving((), {"speculative_algorithm": algorithm, "max_running_requests": 64, **more})
+    kernels = set(_by_kernel(make_plan(s, shape_of(QWEN3_8B), "sm90", sampling=sampling, device=True)))
+    samplers = kernels & {"tree_speculative_sampling", "chain_speculative_sampling", "ddtree_sample"}
+    assert samplers == ({expected} if expected else set())
+    assert {"verify_tree_greedy", "assign_req_to_token", "move_kv"} <= kernels
+
+
+def test_context_length_and_a_large_batch_shape_the_deployment_cells():
+    s = field_serving(15, attention="fa3", context_length=32768, max_running_requests=6000)
+    cells = _by_kernel(make_plan(s, shape_of(QWEN36_27B), "sm120", sampling=("greedy",), has_ddtree=True,
+                                 device=True))
+    assert {"ddtree_fa_full", "ddtree_fa_suffix"} <= set(cells)  # FA3 serves: its metadata kernels
+    r2t = sorted(c.case.batch for c in cells["assign_req_to_token"])
+    assert all(c.case.context == 32768 for c in cells["assign_req_to_token"])
+    assert 6000 in r2t and max(r2t) > 4096  # boundaries up to --max-running-requests past the family's range
+    none = Serving((), {"speculative_algorithm": "DDTREE", "speculative_ddtree_budget": 8,
+                        "speculative_ddtree_block_size": 16})
+    cells = _by_kernel(make_plan(none, shape_of(QWEN3_8B), "sm90", sampling=("greedy",), device=True))
+    assert not any(c.case.boundary == "deployed" for cs in cells.values() for c in cs)
+    assert {c.case.context for c in cells["move_kv"]} == {40960}
+
+
+@pytest.mark.parametrize("config,heads,group,head_dim", [(QWEN36_27B, 24, 6, 256), (QWEN3_8B, 32, 4, 128),
+                                                         (LLAMA3_8B, 32, 4, 128), (QWEN3_NEXT_80B, 16, 8, 256)])
+def test_geometry_cells_carry_the_model_s_heads_on_every_variant(config, heads, group, head_dim):
+    plan = make_plan(field_serving(8), shape_of(config), "sm120", sampling=("greedy",), has_ddtree=True)
+    geometry = [c.case for c in plan.cells if c.concern == "geometry"]
+    assert {(c.heads, c.group, c.head_dim) for c in geometry} == {(heads, group, head_dim)}
+    assert {(c.verify.budget, c.verify.block_size, c.verify.layout) for c in geometry} == {
+        (8, 16, "cap16"), (8, 9, "exact"), (15, 16, "exact")}
+    assert {c.tiles for c in geometry} == {"native", "sm120"} and {c.page_size for c in geometry} == {1}
+    assert {(c.dtype, c.prefix) for c in geometry} == {("fp16", 17)}  # the interpreter here: no bf16
+    assert all(c.padding == ("nodes" if c.verify.layout == "cap16" else "") for c in geometry)
+    assert len(geometry) == 3 * 2 and {c.verify.topology for c in geometry} == {"random"}  # one tree here
+    on_gpu = make_plan(field_serving(8), shape_of(config), "sm120", sampling=("greedy",), device=True)
+    gpu_cells = [c.case for c in on_gpu.cells if c.concern == "geometry"]
+    assert {(c.dtype, c.prefix) for c in gpu_cells} == {("bf16", 1000)}
+    assert len(gpu_cells) == 3 * 2 * 2 and {c.verify.topology for c in gpu_cells} == {"spine", "random"}
+    names = {c.name: c for c in plan.concerns}
+    assert names["geometry"].backends == ("flashinfer",) and f"{heads} query" in names["geometry"].title
+
+
+def test_the_sweep_expression_narrows_attention_and_static_to_what_serves():
+    plan = make_plan(field_serving(8), shape_of(QWEN3_8B), "sm120", sampling=("greedy",), has_ddtree=True)
+    k = plan.keyword_expression()
+    assert k.endswith("and not -oracle-") and "geometry" not in k and "deployment" not in k
+    assert "((test_verify_attention) and -none-bs and (native or emulated-sm120) and (-flashinfer-))" in k
+    assert "not -sglang-triton-verify_attention-" in k and "not -flashinfer-verify_attention-" not in k
+    assert "not -tree_speculative_sampling-" in k and "not -gdn_verify_tree-" in k  # greedy; no linear layers
+    hybrid = make_plan(field_serving(8, attention=None), shape_of(QWEN36_27B), "sm120", sampling=("T=1",))
+    k = hybrid.keyword_expression()
+    assert "-verify_attention-" not in k and "-gdn_verify_tree-" not in k  # backend not known: every one's
+
+
+def _scale_row(kernel, batch, outcome, backend="sglang-triton"):
+    return ResultRecord(kernel + "@scale", "device", backend, "sm120", f"{kernel}-bs{batch}", outcome, batch=batch,
+                        shape="ctx262144", nodeid=f"preflight::deployment[{kernel}-bs{batch}]",
+                        message="" if outcome == "pass" else "row 1 differs")
+
+
+def test_a_deployment_failure_suggests_the_largest_batch_every_failing_kernel_passed():
+    plan = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm120", sampling=("greedy",), device=True)
+    rows = [_scale_row("move_kv", 1, "pass"), _scale_row("move_kv", 2, "pass"), _scale_row("move_kv", 256, "fault"),
+            _scale_row("assign_req_to_token", 256, "pass"), _scale_row("assign_req_to_token", 2047, "pass"),
+            _scale_row("verify_tree_greedy", 256, "skip")]
+    deployment = {a.concern.name: a for a in answers(plan, rows)}["deployment"]
+    assert deployment.verdict == FAIL and "1 of 5 cells failed" in deployment.why
+    assert deployment.suggestions == ("--max-running-requests 2: every failing kernel passed there (move_kv on "
+                                      "sglang-triton: 2 passes, 256 fails)",)
+    unsafe = [_scale_row("move_kv", 256, "wrong"), _scale_row("move_kv", 512, "pass")]
+    assert {a.concern.name: a for a in answers(plan, unsafe)}["deployment"].suggestions == ()
+
+
+def test_geometry_cells_are_judged_per_variant_layout():
+    plan = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm120", sampling=("greedy",))
+
+    def row(cell, outcome):
+        c = cell.case
+        return ResultRecord(c.kernel, "interpret", "flashinfer", "interpret", c.id, outcome, **c.coordinates(),
+                            nodeid=f"preflight::geometry[{c.id}]")
+
+    cells = [c for c in plan.cells if c.concern == "geometry"]
+    rows = [row(c, "wrong" if c.case.verify.layout == "cap16" else "pass") for c in cells]
+    geometry = {a.concern.name: a for a in answers(plan, rows)}["geometry"]
+    assert geometry.verdict == FAIL and len(geometry.suggestions) == 2
+    assert geometry.suggestions[0].startswith("--speculative-ddtree-block-size 9: ")
+
+
+def test_own_cells_run_in_a_child_and_append_their_lines(tmp_path):
+    from ddtree_compat.preflight.cells import run_cells
+    from ddtree_compat.results import load
+
+    tiny = {"architectures": ["LlamaForCausalLM"], "vocab_size": 1000, "hidden_size": 32, "num_hidden_layers": 2,
+            "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16}
+    s = Serving((), {"speculative_algorithm": "EAGLE", "speculative_num_draft_tokens": 4, "max_running_requests": 1,
+                     "attention_backend": "triton", "page_size": 1})
+    plan = make_plan(s, shape_of(tiny), None, sampling=("greedy",))
+    (cell,) = [c for c in plan.own_cells()]
+    results = tmp_path / "r.jsonl"
+    with open(tmp_path / "log", "w") as log:
+        assert run_cells([(cell, ("sglang-triton",))], results, log, str(tmp_path)) == 1
+    (record,) = load([results]).records
+    assert record.nodeid == f"preflight::geometry[{cell.case.id}]" and record.backend == "sglang-triton"
+    assert record.outcome == "pass", record.message
+    geometry = {a.concern.name: a for a in answers(plan, [record])}["geometry"]
+    assert geometry.verdict == PASS
+
+
+def test_the_preflight_benchmark_reads_its_runs_back(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("preflight_bench", Path(__file__).resolve().parents[2]
+                                                  / "benchmarks" / "preflight.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    results = tmp_path / "r.jsonl"
+    results.write_text("".join(json.dumps(row) + "\n" for row in [
+        {"kind": "env"}, {"kind": "result", "outcome": "pass"}, {"kind": "result", "outcome": "skip"}]))
+    assert bench.cells(results) == (2, 1) and bench.cells(None) == (0, 0)
+    assert bench.summary(0, ["PASS", "NOT CHECKED", "PASS"], "") == "exit 0: 2 PASS, 1 NOT CHECKED"
+    assert bench.summary(2, [], "error: SGLang rejected the launch flags") == \
+        "exit 2: error: SGLang rejected the launch flags"
+    assert bench.MODEL.joinpath("config.json").exists() and set(bench.CONFIGS) >= {"eagle-flashinfer", "ddtree-b8"}

@@ -276,9 +276,11 @@ def test_a_cell_whose_adapter_copies_cannot_fit_is_a_skip_that_says_their_size(m
     case = SMALL[kernel].check()
     adapter = C.adapter_nbytes(case, DDTreeImplBackend.__new__(DDTreeImplBackend))  # its rule reads the case only
     assert adapter > 2 * next(b for name, _, b in case.tensors() if name == "k_buffer")  # the pool's copy and more
-    monkeypatch.setattr(C, "room", lambda device: case.nbytes() + adapter - 1)
+    need = case.footprint(adapter).peak
+    assert need >= case.footprint().arena + adapter  # the call holds the copies beside the cell's tensors
+    monkeypatch.setattr(C, "free_bytes", lambda device: need + C.HEADROOM - 1)
     verdict = getattr(C, kernel)(case, DDTreeImplBackend.__new__(DDTreeImplBackend), "cuda:0")
-    assert verdict.outcome == "skip" and verdict.message.startswith("does not fit this GPU: needs ")
+    assert verdict.outcome == "skip" and verdict.message.startswith(f"does not fit this GPU: needs {C.gib(need)}, ")
     assert f"the adapter's own copies {C.gib(adapter)}" in verdict.message
     from ddtree_compat.backends.oracle_column import OracleBackend
 

@@ -95,7 +95,7 @@ class DDTreeBreaks(DDTreeReference):
 
 
 # --------------------------------------------------------------------------------------------------
-# One planted bug per gap of issue 24 (the grid): each is caught by a cell of the covering grid and passes
+# One planted bug per gap of the rotation grid: each is caught by a cell of the covering grid and passes
 # every cell of the rotation grid it replaced (tests/unit/test_ddtree_grid.py holds both).
 # --------------------------------------------------------------------------------------------------
 
@@ -211,5 +211,5 @@ class AcceptAtThreshold(_SamplingBug):
 
 GAP_BUGS = {1: (OnePrefixForgotten,), 2: (DepthLimitOneShort,), 3: (NoMaskTrustsPadding,),
             4: (UniformByStep, OneUniformReused, AcceptAtThreshold)}
-"""Issue 24's gaps -> the planted reference backends each must be caught by the covering grid and missed by the
+"""The rotation grid's gaps -> the planted reference backends each must be caught by the covering grid and missed by the
 rotation grid (gap 5, the interpret tier, is held by ``tests/unit/test_ddtree_grid.py`` directly)."""

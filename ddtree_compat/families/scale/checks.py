@@ -3,8 +3,12 @@
 The tensors come from the process's arena (:mod:`ddtree_compat.harness.arena`: reused across cells, canary bands
 around each); inputs are filled by :mod:`.oracle`'s rules on the device, outputs with POISON; the judge compares
 every row with the rule on the device, in chunks, and names the first rows that differ (a 32-bit offset shows as
-rows past the boundary going wrong, or a fault). A cell that does not fit the GPU's free memory is a skip that says
-how much it needs; a cell off the GPU is a skip (device only); the cell's peak memory goes into ``measured``.
+rows past the boundary going wrong, or a fault). Each check takes exactly :meth:`.records.ScaleCase.layout`'s
+tensors, and its temporaries are the ones :meth:`.records.ScaleCase.footprint` counts; a cell whose footprint (the
+adapter's copies included) does not fit the GPU's free memory at the cell's start less
+:data:`.records.HEADROOM` is a skip that states both (:func:`.records.fit`); so is one that runs out of memory in
+the suite's own code all the same (another process took the memory meanwhile). A cell off the GPU is a skip
+(device only); the cell's footprint and peak memory go into ``measured``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import functools
 
 import torch
 
-from ...harness.arena import arena, room
+from ...harness.arena import arena
 from ...harness.buffers import BOOL_POISON, POISON
 from ...harness.calls import Findings, check
 from ...outcomes import Verdict
@@ -22,48 +26,120 @@ from ..ddtree import oracle as D
 from ..ddtree.records import DDTreeCase
 from . import oracle as R
 from .boundaries import BUILD_DEPTHS, gib
-from .records import ScaleCase
+from .records import CHUNK, COMMIT_WIDTH, HEADROOM, ScaleCase, fit, moved_rows
 
 DEVICE_ONLY = (f"{DEVICE_ONLY_PHRASE}: deployment-shape cells allocate their tensors (up to tens of GiB) on a GPU and launch "
                "its kernels")
-CHUNK = 1 << 26
-"""Elements a judge compares at a time (its temporaries stay small beside the cell's tensors)."""
-COMMIT_WIDTH = 17
-"""The verify block a commit writes per request in the ``req_to_token`` and KV cells (a budget-16 tree's ``q``)."""
 F32, I32, I64 = torch.float32, torch.int32, torch.int64
+DTYPES = {"float32": F32, "int64": I64, "int32": I32, "int16": torch.int16, "bfloat16": torch.bfloat16,
+          "bool": torch.bool, "uint8": torch.uint8}
 KV_DTYPE = torch.bfloat16
 """The KV pools' dtype (:data:`.boundaries.KV_LAYOUT`'s 2 bytes)."""
 
 
 def scale_check(fn):
     """``fn(case, backend, device) -> judge`` as a record's run, with the device-only and memory skips before it and
-    the cell's needed and peak bytes in ``measured`` after it."""
-    checked = check(fn)
+    the cell's footprint and peak bytes in ``measured`` after it."""
+    checked = check(_out_of_memory_is_a_skip(fn))
 
     @functools.wraps(fn)
     def run(case: ScaleCase, backend, target) -> Verdict:
         device = target if isinstance(target, str) else target.device
         if not str(device).startswith("cuda"):
             return Verdict("skip", DEVICE_ONLY)
-        adapter = adapter_nbytes(case, backend)
-        need = case.nbytes() + adapter
-        have = room(device)
-        if need > have:
-            sizes = ", ".join(f"{n} {list(d)} {gib(b)}" for n, d, b in case.tensors())
-            own = f"; the adapter's own copies {gib(adapter)}" if adapter else ""
-            return Verdict("skip", f"does not fit this GPU: needs {gib(need)} ({sizes}{own}); {gib(have)} free")
+        footprint = case.footprint(adapter_nbytes(case, backend))
+        free = free_bytes(device)
+        too_big = fit(case, footprint, free)
+        if too_big:
+            return Verdict("skip", too_big)
+        _make_room(device, footprint, free)
         torch.cuda.reset_peak_memory_stats(device)
         verdict = checked(case, backend, target)
         try:
             peak = torch.cuda.max_memory_allocated(device)
         except Exception:  # noqa: BLE001 - a context the kernel poisoned answers nothing
             peak = None
-        verdict.measured.update(needed_bytes=need, **({"peak_bytes": peak} if peak is not None else {}))
+        verdict.measured.update(needed_bytes=footprint.peak, free_bytes=free,
+                                **({"peak_bytes": peak} if peak is not None else {}))
         return verdict
 
     run.check = fn
     run.judged = checked  # the check without the device and memory gate (the CPU tests run it on small shapes)
     return run
+
+
+def free_bytes(device: str) -> int:
+    """The GPU's free memory at a cell's start, as the cell may use it: what ``torch.cuda.mem_get_info`` reports
+    once torch's cache is given back, and the arena's allocation (reused, or given back when the cell needs it)."""
+    torch.cuda.empty_cache()
+    free, _ = torch.cuda.mem_get_info(device)
+    return free + arena(device).capacity
+
+
+def _make_room(device: str, footprint, free: int) -> None:
+    """Give the arena's allocation back before a cell whose temporaries need the part of it the cell's own tensors
+    leave over (the arena is reused only where it is no larger than what the cell counts)."""
+    held = arena(device).capacity
+    if held > footprint.arena and held + (footprint.peak - footprint.arena) + HEADROOM > free:
+        arena(device).buffer = None
+        torch.cuda.empty_cache()
+
+
+def _is_out_of_memory(exc: BaseException | None) -> bool:
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _oom_skip(footprint, where: str, exc: BaseException) -> Verdict:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return Verdict("skip", f"does not fit this GPU: the suite's own {where} ran out of memory (needs "
+                           f"{gib(footprint.peak)} by its footprint, which fitted at the cell's start: another process "
+                           f"took memory meanwhile): {text[:200]}")
+
+
+def _out_of_memory_is_a_skip(fn):
+    """``fn`` whose own out-of-memory errors (laying the case out, the adapter's copies, the judge) are a skip that
+    states the cell's size: the memory was there at the cell's start (:func:`~.records.fit`) and another process took
+    it. What the kernel itself raises stays the fault rule's."""
+    from ...contract import AdapterError
+    from ...harness.calls import KernelRaised
+
+    @functools.wraps(fn)
+    def laid(case, backend, device, **options):
+        footprint = case.footprint(adapter_nbytes(case, backend))
+        try:
+            judge = fn(case, backend, device, **options)
+        except torch.cuda.OutOfMemoryError as e:
+            return lambda e=e: _oom_skip(footprint, "layout", e)
+        except KernelRaised as e:
+            if isinstance(e.error, AdapterError) and _is_out_of_memory(e.error):
+                return lambda e=e: _oom_skip(footprint, "adapter", e.error)
+            raise
+
+        def judged():
+            try:
+                return judge()
+            except torch.cuda.OutOfMemoryError as e:
+                return _oom_skip(footprint, "judge", e)
+
+        return judged
+
+    return laid
+
+
+def _take(case: ScaleCase, device: str) -> dict:
+    """The case's tensors (:meth:`~.records.ScaleCase.layout`) from the arena."""
+    return arena(device).take([(name, dims, DTYPES[dtype]) for name, dims, dtype in case.layout()])
+
+
+def _count_nonzero(tensor: torch.Tensor) -> int:
+    """Nonzero elements, in chunks of :data:`CHUNK` (a device count casts to int64: 9 bytes an element at once)."""
+    flat = tensor.reshape(-1)
+    return sum(int(torch.count_nonzero(flat[s:s + CHUNK])) for s in range(0, flat.numel(), CHUNK))
 
 
 def adapter_nbytes(case: ScaleCase, backend) -> int:
@@ -139,17 +215,9 @@ def _judged(problems: list[str], lens: torch.Tensor, expected: int) -> Findings:
     return Findings(problems, [expected] * lens.numel(), lens.tolist())
 
 
-def _sampling_buffers(case: ScaleCase, device: str) -> dict:
-    bs, q = case.batch, case.q
-    return arena(device).take([
-        ("target_probs", case.dims("target_probs"), F32), ("draft_probs", case.dims("draft_probs"), F32),
-        ("candidates", (bs, q), I64), ("uniform_samples", (bs, q), F32), ("uniform_final", (bs,), F32),
-        ("predicts", (bs * q,), I32), ("accept_index", (bs, q), I32), ("accept_token_num", (bs,), I32)])
-
-
 def _sampling_layout(case: ScaleCase, device: str):
     bs, q = case.batch, case.q
-    t = _sampling_buffers(case, device)
+    t = _take(case, device)
     tok = _tokens(bs, q + 1, case.vocab, device)
     _one_hot_rows(t["target_probs"], tok[:, 1:])
     t["candidates"].copy_(tok[:, :q])
@@ -205,14 +273,6 @@ def chain_speculative_sampling(case: ScaleCase, backend, device: str):
     return judge
 
 
-def _walk_specs(bs: int, q: int) -> list:
-    """The tree-walk kernels' (the DDTree sampler's, the greedy follow's) tree inputs and outputs, ``[bs, q]`` and
-    ``[bs]`` int64 (the walk's shapes, :data:`.boundaries.FOLLOW_TENSORS`)."""
-    return [("draft_tokens", (bs, q), I64), ("parents", (bs, q), I64), ("sizes", (bs,), I64),
-            ("accepted_indices", (bs, q), I64), ("accepted_token_ids", (bs, q), I64), ("accepted_lens", (bs,), I64),
-            ("next_tokens", (bs,), I64)]
-
-
 WALK_OUTPUTS = ("accepted_indices", "accepted_token_ids", "accepted_lens", "next_tokens")
 
 
@@ -244,8 +304,7 @@ def ddtree_sample(case: ScaleCase, backend, device: str):
     """The DDTree sampler over a parent array: ``accepted_lens = q`` (the root counted), indices ``0..B``, tokens the
     chain's, ``next_tokens`` the bonus."""
     bs, q, v, b = case.batch, case.q, case.vocab, case.budget
-    t = arena(device).take([("target_probs", case.dims("target_probs"), F32), *_walk_specs(bs, q),
-                            ("uniforms", (bs, q), F32), ("uniform_final", (bs,), F32)])
+    t = _take(case, device)
     tok = _tokens(bs, q + 1, v, device)
     _one_hot_rows(t["target_probs"], tok[:, 1:])
     _lay_walk(t, tok, bs, q)
@@ -265,9 +324,7 @@ def ddtree_sample(case: ScaleCase, backend, device: str):
 def verify_tree_greedy(case: ScaleCase, backend, device: str):
     """Greedy verify: ``target_predict`` at node ``i`` is the chain's next token (the bonus at ``B``)."""
     bs, q, b = case.batch, case.q, case.budget
-    t = arena(device).take([("candidates", (bs, q), I64), ("target_predict", (bs, q), I64),
-                            ("predicts", (bs * q,), I32), ("accept_index", (bs, q), I32),
-                            ("accept_token_num", (bs,), I32)])
+    t = _take(case, device)
     tok = _tokens(bs, q + 1, 1 << 17, device)
     t["candidates"].copy_(tok[:, :q])
     t["target_predict"].copy_(tok[:, 1:])
@@ -296,8 +353,7 @@ def _req_to_token_rows(r2t: torch.Tensor, context: int) -> None:
 def assign_req_to_token(case: ScaleCase, backend, device: str):
     """Each request commits a verify block of :data:`COMMIT_WIDTH` slots at the end of its row."""
     bs, ctx, w = case.batch, case.context, COMMIT_WIDTH
-    t = arena(device).take([("req_to_token", case.dims("req_to_token"), I32), ("req_pool_indices", (bs,), I64),
-                            ("start_offset", (bs,), I64), ("end_offset", (bs,), I64), ("out_cache_loc", (bs * w,), I64)])
+    t = _take(case, device)
     t["req_to_token"].zero_()
     t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
     start = R.verify_block_start(ctx, w)
@@ -311,7 +367,7 @@ def assign_req_to_token(case: ScaleCase, backend, device: str):
 
     def judge():
         r2t = t["req_to_token"]
-        written = int(torch.count_nonzero(r2t))
+        written = _count_nonzero(r2t)
         return (_rows_differ(f"req_to_token[b + 1, -{w}:]", r2t[1:, start:].to(I64), want)
                 + ([] if written == bs * w else [f"req_to_token: {written} entries nonzero, want {bs * w} (writes "
                                                  "outside the verify blocks)"])
@@ -326,9 +382,8 @@ def move_kv(case: ScaleCase, backend, device: str):
     :data:`.boundaries.K_BUFFER`); ``bs *`` :data:`COMMIT_WIDTH` rows move from the pool's top to just below
     (:func:`.oracle.move_plan`); each source row holds a pattern of its slot (bit patterns: the copy moves bytes)."""
     pool, heads, dim = case.dims("k_buffer")
-    moved = min(case.batch * COMMIT_WIDTH, pool // 2)
-    t = arena(device).take([("k_buffer", case.dims("k_buffer"), KV_DTYPE), ("v_buffer", case.dims("k_buffer"), KV_DTYPE),
-                            ("src_loc", (moved,), I64), ("tgt_loc", (moved,), I64)])
+    moved = moved_rows(case)
+    t = _take(case, device)
     src0, tgt0 = R.move_plan(pool, moved)
     t["src_loc"].copy_(torch.arange(src0, src0 + moved, dtype=I64, device=device))
     t["tgt_loc"].copy_(torch.arange(tgt0, tgt0 + moved, dtype=I64, device=device))
@@ -346,7 +401,7 @@ def move_kv(case: ScaleCase, backend, device: str):
             bits = t[name].view(torch.int16).view(pool, heads * dim)
             problems += _rows_differ(f"{name}[tgt_loc]", bits[tgt0:tgt0 + moved], pattern + i)
             problems += _rows_differ(f"{name}[src_loc] (a source row)", bits[src0:], pattern + i)
-            nonzero = int(torch.count_nonzero(bits))
+            nonzero = _count_nonzero(bits)
             if nonzero != 2 * moved * heads * dim:
                 problems.append(f"{name}: {nonzero} nonzero elements, want {2 * moved * heads * dim} (rows written "
                                 "outside tgt_loc)")
@@ -367,9 +422,7 @@ def _fa_metadata(case: ScaleCase, kernel, device: str) -> tuple[dict, int]:
     (:func:`_req_to_token_rows`), ``seq_len = context - q`` (the verify block at the row's end); the page table and
     ``cache_seqlens [bs * q]`` int32 POISON. Returns the tensors and ``seq_len``."""
     bs, q, ctx = case.batch, case.q, case.context
-    t = arena(device).take([("visibility", (bs, q, q), torch.bool), ("req_to_token", case.dims("req_to_token"), I32),
-                            ("req_pool_indices", (bs,), I64), ("seq_lens", (bs,), I64),
-                            ("page_table", case.dims("page_table"), I32), ("cache_seqlens", (bs * q,), I32)])
+    t = _take(case, device)
     _chain_visibility(t["visibility"], bs, q)
     _req_to_token_rows(t["req_to_token"], ctx)
     t["req_pool_indices"].copy_(torch.arange(1, bs + 1, dtype=I64, device=device))
@@ -451,10 +504,7 @@ def _attention(case: ScaleCase, kernel, device: str):
     bs, q, ctx = case.batch, case.q, case.context
     pool, kv_heads, dim = case.dims("k_buffer")
     dtype = KV_DTYPE
-    t = arena(device).take([("k_buffer", case.dims("k_buffer"), dtype), ("v_buffer", case.dims("v_buffer"), dtype),
-                            ("custom_mask", case.dims("custom_mask"), torch.bool), ("q", (bs * q, ATTN_HEADS, dim), dtype),
-                            ("k", (bs * q, kv_heads, dim), dtype), ("v", (bs * q, kv_heads, dim), dtype),
-                            ("o", (bs * q, ATTN_HEADS, dim), dtype), ("kv_indices", (bs * ctx,), I64)])
+    t = _take(case, device)
     b = torch.arange(bs, device=device).view(bs, 1, 1)
     h = torch.arange(kv_heads, device=device).view(1, kv_heads, 1)
     d = torch.arange(dim, device=device).view(1, 1, dim)
@@ -462,7 +512,7 @@ def _attention(case: ScaleCase, kernel, device: str):
     t["k_buffer"].zero_()
     t["v_buffer"][:1].zero_()
     t["v_buffer"][1:].view(bs, ctx, kv_heads, dim).copy_(rows.unsqueeze(1).expand(bs, ctx, kv_heads, dim))
-    t["kv_indices"].copy_(torch.arange(1, pool, dtype=I64, device=device))  # slot 0: the pool's padding slot
+    torch.arange(1, pool, dtype=I64, device=device, out=t["kv_indices"])  # slot 0: the pool's padding; no copy
     t["q"].normal_()
     t["k"].zero_()
     t["v"].view(bs, q, kv_heads, dim).copy_(rows.unsqueeze(1).expand(bs, q, kv_heads, dim))
@@ -503,10 +553,7 @@ def ddtree_compile(case: ScaleCase, backend, device: str):
     ``context + q``: the whole prefix, then the chain's lower triangle) at offset ``b * q * (context + q)``; the mask
     poisoned with a byte no bool store writes, so an element left unwritten shows."""
     bs, q, ctx, b = case.batch, case.q, case.context, case.budget
-    t = arena(device).take([
-        ("root", (bs,), I64), ("tokens", (bs, b), I64), ("depths", (bs, b), I64), ("visibility", (bs, q, q), torch.bool),
-        ("start", (bs,), I64), ("past", (bs,), I64), ("sizes", (bs,), I64), ("out_ids", (bs * q,), I64),
-        ("out_positions", (bs * q,), I64), ("tree_attention_mask", case.dims("tree_attention_mask"), torch.bool)])
+    t = _take(case, device)
     tok = _tokens(bs, q, 1 << 17, device)
     t["root"].copy_(tok[:, 0])
     t["tokens"].copy_(tok[:, 1:])
@@ -578,8 +625,7 @@ def ddtree_build(case: ScaleCase, backend, device: str):
     one, built = _one_tree(b)
     lp, ids = one.top
     tree = D.arrays(built, b)
-    t = arena(device).take([("top_log_probs", case.dims("top_log_probs"), F32),
-                            ("top_token_ids", case.dims("top_token_ids"), I64), *_tree_out_specs(case)])
+    t = _take(case, device)
     rows = torch.arange(bs, dtype=I64, device=device)
     t["top_log_probs"].copy_(torch.tensor(lp[0], dtype=F32, device=device).expand(bs, -1, -1))
     t["top_token_ids"].copy_(torch.tensor(ids[0], dtype=I64, device=device) + rows.view(bs, 1, 1) * BUILD_ROW_STRIDE)
@@ -604,14 +650,6 @@ def _same(values, bs: int, dtype, device: str) -> torch.Tensor:
     """One tree's array, in every row."""
     one = torch.tensor(values, dtype=dtype, device=device)
     return one.expand(bs, *one.shape)
-
-
-def _tree_out_specs(case: ScaleCase) -> list:
-    """The tree kernels' (build, prune) outputs: ``out_tokens``, ``out_depths [bs, B]``, ``out_parents [bs, B+1]``
-    int64, ``out_visibility [bs, B+1, B+1]`` bool (the case's dims), ``out_sizes [bs]`` int64."""
-    bs, q, b = case.batch, case.q, case.budget
-    return [("out_tokens", (bs, b), I64), ("out_depths", (bs, b), I64), ("out_parents", (bs, q), I64),
-            ("out_visibility", case.dims("out_visibility"), torch.bool), ("out_sizes", (bs,), I64)]
 
 
 def _poison_tree_outs(t: dict) -> None:
@@ -649,8 +687,7 @@ def ddtree_prune(case: ScaleCase, backend, device: str):
     bs, q, b = case.batch, case.q, case.budget
     _, built = _one_tree(b)
     full, pruned = D.arrays(built, b), D.arrays(D.prune_deepest_chains(built)[0], b, "identity")
-    t = arena(device).take([("in_tokens", (bs, b), I64), ("in_depths", (bs, b), I64), ("in_parents", (bs, q), I64),
-                            ("in_visibility", case.dims("in_visibility"), torch.bool), *_tree_out_specs(case)])
+    t = _take(case, device)
     t["in_tokens"].copy_(_shifted_tokens(full, bs, device))
     t["in_depths"].copy_(_same(full.depths, bs, I64, device))
     t["in_parents"].copy_(_same(full.parents, bs, I64, device))
@@ -670,7 +707,7 @@ def ddtree_follow(case: ScaleCase, backend, device: str):
     """The greedy follow over ``bs`` chains whose target at node ``i`` is the next draft token (the bonus at ``B``):
     every node accepted, ``accepted_lens = q``, the path ``0..B``, its tokens the chain's, ``next_tokens`` the bonus."""
     bs, q, b = case.batch, case.q, case.budget
-    t = arena(device).take([("target_predict", (bs, q), I64), *_walk_specs(bs, q)])
+    t = _take(case, device)
     tok = _tokens(bs, q + 1, 1 << 17, device)
     t["target_predict"].copy_(tok[:, 1:])
     _lay_walk(t, tok, bs, q)

@@ -5,7 +5,7 @@ imported, in every Python process of the run: ``sitecustomize.py`` beside this f
 ``PLANTED_BUG`` names it), and the tests aimed at it, each of which must then fail. The bugs break
 our oracle, commit plan, attention reference, sampling statement (each skew), e2e judge and expectation, SGLang adapters, tile emulation and
 static signature typing (each family's ``variants.py`` holds the wrong *backends*; these break the judge's
-side). Issue 18's table is the first eight.
+side). The first eight are the mutation check's original table.
 
 Test-only: nothing in ``ddtree_compat`` imports this.
 """
