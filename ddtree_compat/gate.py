@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .outcomes import WORST_FIRST
+from .report.coverage import FOOTER, GLOSSARY
 from .results import Results
 
 CellKey = tuple[str, str, str, str]
@@ -283,4 +284,5 @@ def render_markdown(g: GateResult, baseline: str, candidate: str, limit: int = 5
     lines += _section("Newly covered (not run before -> pass)", g.covered, limit)
     lines += _section("Changed otherwise", g.changed, limit)
     lines += _section("New in the candidate", g.new, limit)
+    lines += ["---", "", FOOTER.replace(GLOSSARY, f"`{GLOSSARY}`")]
     return "\n".join(lines)

@@ -3,7 +3,7 @@
 between two canary bands (:data:`BAND` bytes of :data:`CANARY_BYTE`), checked after the call.
 
 The arena is per device and per process (:func:`arena`), a cache like torch's own allocator: it holds memory, never
-a result. :func:`room` says whether a cell fits (free memory plus what the arena and torch's cache already hold).
+a result.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ import torch
 BAND = 4096
 CANARY_BYTE = 0xA7
 ALIGN = 512
-HEADROOM = 4 << 30
-"""Bytes left to the kernel itself (its JIT, a wrapper's scratch) and to the judge's chunks when deciding whether a
-cell fits (1 GiB was too little on the H200: a judge's float64 sum of a 16 GiB tensor ran out of memory)."""
 
 
 def _aligned(n: int) -> int:
@@ -76,10 +73,3 @@ class Arena:
 def arena(device: str) -> Arena:
     return Arena(device)
 
-
-def room(device: str) -> int:
-    """Bytes a cell may use on ``device``: free memory, what torch's cache holds unused, and the arena's own
-    allocation (given back when it grows), less :data:`HEADROOM`."""
-    free, _ = torch.cuda.mem_get_info(device)
-    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return free + cached + arena(device).capacity - HEADROOM

@@ -167,7 +167,7 @@ def call_once(call: Callable[[], object], device: str) -> tuple[object, float]:
     return result, time.perf_counter() - start
 
 
-def check(fn: Callable | None = None, *, accepted: Callable | None = None):
+def check(fn: Callable | None = None, *, accepted: Callable | None = None, release: bool = False):
     """``fn(case, backend, device) -> judge`` as a record's ``run(case, backend, target) -> Verdict`` (the module
     docstring has the rule): ``fn`` runs once, timed, on ``target.device``, with the backend wrapped in
     :class:`KernelCalls`; what its kernel raises is a classified fault (:func:`fault_verdict`), anything else it
@@ -178,6 +178,9 @@ def check(fn: Callable | None = None, *, accepted: Callable | None = None):
 
     Args:
         accepted: ``(case) -> accepted drafts per request`` (the oracle's), recorded with a fault too.
+        release: hand the memory the cell's tensors held back to the GPU once it is judged
+            (``torch.cuda.empty_cache``): for families whose cells take gigabytes, so that parallel workers on one
+            card need the sum of what their cells hold at once, not the sum of each worker's largest cell.
 
     Raises:
         TypeError: ``fn`` returned no judge (a check of another shape: a bug of the suite).
@@ -216,6 +219,18 @@ def check(fn: Callable | None = None, *, accepted: Callable | None = None):
             return verdict(found, duration)
 
         run.check = fn
-        return run
+        if not release:
+            return run
+
+        @functools.wraps(fn)
+        def releasing(case, backend, target, **options) -> Verdict:
+            try:
+                return run(case, backend, target, **options)
+            finally:  # the cell's tensors are gone with run's frame
+                if torch.cuda.is_initialized():
+                    torch.cuda.empty_cache()
+
+        releasing.check = fn
+        return releasing
 
     return wrap(fn) if fn is not None else wrap

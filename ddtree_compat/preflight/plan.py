@@ -125,6 +125,9 @@ class Plan:
     notes: tuple[str, ...] = ()
     cells: tuple[Cell, ...] = ()
     """The cells preflight runs itself (deployment shapes, head geometry), of the concerns that run."""
+    max_running_requests: int | None = None
+    """The configuration's ``--max-running-requests`` (``None``: SGLang sizes it by memory): a deployment-shape cell
+    of more requests is a limit beyond the configuration, not a failure of it."""
 
     @property
     def deployed(self) -> Variant:
@@ -428,4 +431,4 @@ def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: t
         concerns.append(Concern(name, name, by_budget=False, unchecked=text))
     notes = () if vs else ("no speculative decoding in these flags: only the static builds apply",)
     return Plan(algorithm, vs, tuple(concerns), batches, model.vocab, serving.topk, arch, tuple(sampling), notes,
-                tuple(own))
+                tuple(own), int(mrr) if mrr else None)

@@ -2,6 +2,10 @@
 ``PASS``, ``FAIL`` or ``NOT CHECKED``, each with why; for a ``FAIL`` its first failing cell, the replay line, and
 what would work: the plan's variants (:mod:`.plan`) whose every cell of that concern ran and passed. A change whose
 cells did not all run and pass is not printed.
+
+A deployment-shape cell of more requests than the configuration's ``--max-running-requests`` (a boundary batch
+around a kernel's 2^31 / 2^32 limit) is beyond what the configuration serves: its failure is a *limit*, printed
+under the line (how far ``--max-running-requests`` may be raised), never the configuration's failure.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class Answer:
     replay: str = ""
     suggestions: tuple[str, ...] = ()
     counts: dict = field(default_factory=dict)
+    limits: tuple[str, ...] = ()
+    """Failures beyond the configuration (deployment shapes above its ``--max-running-requests``), in words."""
 
 
 def _test_of(record) -> str:
@@ -80,9 +86,9 @@ def _failure(record) -> str:
         f": {first}" if first else "")
 
 
-def safe_batch(ran) -> list[str]:
-    """For failing deployment-shape cells: the largest ``--max-running-requests`` below every failing kernel's
-    first failure that each of them passed (its envelope's verified batch), when every one has such a batch."""
+def _envelopes(ran) -> list[tuple[int, str]] | None:
+    """Per failing deployment-shape kernel: ``(largest batch it passed below its first failure, in words)``;
+    ``None`` when one of them passed no smaller batch."""
     by_kernel: dict[tuple, list] = {}
     for r in ran:
         by_kernel.setdefault((r.kernel, r.backend, r.shape), []).append(r)
@@ -93,12 +99,31 @@ def safe_batch(ran) -> list[str]:
             continue
         passed = [r.batch for r in rs if r.outcome == "pass" and r.batch < bad]
         if not passed:
-            return []
+            return None
         verified.append((max(passed), f"{kernel.partition('@')[0]} on {backend}: {max(passed)} passes, {bad} fails"))
+    return verified
+
+
+def safe_batch(ran) -> list[str]:
+    """For failing deployment-shape cells: the largest ``--max-running-requests`` below every failing kernel's
+    first failure that each of them passed (its envelope's verified batch), when every one has such a batch."""
+    verified = _envelopes(ran)
     if not verified:
         return []
     n = min(b for b, _ in verified)
     return [f"--max-running-requests {n}: every failing kernel passed there ({'; '.join(t for _, t in verified)})"]
+
+
+def limits(ran, beyond, cap: int) -> tuple[str, ...]:
+    """The failures of deployment-shape cells above the configuration's ``--max-running-requests`` ``cap``: how far
+    it may be raised (the largest batch every failing kernel passed), and the first such failure."""
+    verified = _envelopes(ran)
+    first = _failure(min(beyond, key=lambda r: r.batch))[:200]
+    if verified:
+        n = min(b for b, _ in verified)
+        return (f"raise --max-running-requests no further than {n} "
+                f"({'; '.join(t for _, t in verified)}); first failure above {cap}: {first}",)
+    return (f"{len(beyond)} cells above --max-running-requests {cap} fail; first: {first}",)
 
 
 def answer(plan: Plan, concern: Concern, records) -> Answer:
@@ -110,6 +135,13 @@ def answer(plan: Plan, concern: Concern, records) -> Answer:
     counts = _counts(deployed)
     ran = [r for r in deployed if r.outcome != "skip"]
     failed = [r for r in ran if r.outcome in FAILING]
+    beyond_cap: tuple[str, ...] = ()
+    cap = plan.max_running_requests
+    if concern.name == "deployment" and cap:
+        beyond = [r for r in failed if (r.batch or 0) > cap]
+        if beyond:
+            failed = [r for r in failed if (r.batch or 0) <= cap]
+            beyond_cap = limits(ran, beyond, cap)
     where = plan.deployed.label() if plan.variants and concern.by_budget else ""
     note = f"; {concern.note}" if concern.note else ""
     if failed:
@@ -122,7 +154,7 @@ def answer(plan: Plan, concern: Concern, records) -> Answer:
         if concern.name == "deployment":
             suggestions += safe_batch(ran)
         why = f"{len(failed)} of {len(ran)} cells failed at {where or 'this configuration'}{note}"
-        return Answer(concern, FAIL, why, _failure(first), _replay(first), tuple(suggestions), counts)
+        return Answer(concern, FAIL, why, _failure(first), _replay(first), tuple(suggestions), counts, beyond_cap)
     if not ran:
         skips = sorted({(r.message or "no reason given").splitlines()[0][:160] for r in deployed}, key=len)
         more = f" (and {len(skips) - 1} other reasons)" if len(skips) > 1 else ""
@@ -130,8 +162,9 @@ def answer(plan: Plan, concern: Concern, records) -> Answer:
             f"no cell of it exists at {where or 'this configuration'}"
         return Answer(concern, NOT_CHECKED, why + note, counts=counts)
     skipped = counts.get("skip", 0)
-    why = f"{len(ran)} cells pass" + (f", {skipped} skip" if skipped else "") + (f" at {where}" if where else "")
-    return Answer(concern, PASS, why + note, counts=counts)
+    passed = len(ran) - sum(1 for r in ran if r.outcome in FAILING)
+    why = f"{passed} cells pass" + (f", {skipped} skip" if skipped else "") + (f" at {where}" if where else "")
+    return Answer(concern, PASS, why + note, counts=counts, limits=beyond_cap)
 
 
 def answers(plan: Plan, records) -> list[Answer]:
@@ -163,4 +196,5 @@ def render(plan: Plan, result: list[Answer], header: list[str]) -> str:
                 lines += [f"{'':13}what would work: {s}" for s in a.suggestions]
             else:
                 lines.append(f"{'':13}what would work: nothing this run checked passes; no change is suggested")
+        lines += [f"{'':13}limit: {s}" for s in a.limits]
     return "\n".join(lines) + "\n"

@@ -58,7 +58,8 @@ def compile_kernel(fn_ref, signature: tuple[tuple[str, str], ...], constexprs: t
 
     Returns a :class:`Build` (dynamic shared memory = Triton's ``metadata.shared``, threads =
     ``num_warps * 32``), :class:`Unavailable` (Triton not installed; an SGLang kernel this SGLang does not
-    have, or whose module needs one not installed here; ptxas cannot target the arch) or :class:`BuildError`
+    have, or whose module needs one not installed here; a copy of the kernel whose parameters differ from the
+    specialization's, an older or newer version; ptxas cannot target the arch) or :class:`BuildError`
     (the compiler rejected the kernel). Never raises for those; anything else (a name of ours that does not
     import, :class:`~ddtree_compat.contract.places.AdapterError`) raises: an error of the suite.
     """
@@ -82,8 +83,12 @@ def compile_kernel(fn_ref, signature: tuple[tuple[str, str], ...], constexprs: t
     types = {n: t.partition(":")[0] for n, t in declared.items()}
     consts = dict(constexprs)
     missing = [n for n in fn.arg_names if n not in types and n not in consts]
-    if missing:
-        return BuildError("triton-compile-error", f"{describe(fn_ref)}: no type or constexpr value for {missing}")
+    unknown = [n for n in (*types, *consts) if n not in fn.arg_names]
+    if missing or unknown:  # another version of the kernel than the one the specialization was written for
+        said = "; ".join(filter(None, (f"parameters the suite does not set: {missing}" if missing else "",
+                                        f"no parameter(s) {unknown}" if unknown else "")))
+        return Unavailable(f"{describe(fn_ref)} has another signature than the suite's specialization of it ({said}): "
+                           "this SGLang's copy of the kernel is another version; its cells are not built")
     sig = {n: types.get(n, "constexpr") for n in fn.arg_names}
     attrs = {(i,): [["tt.divisibility", 16]] for i, n in enumerate(fn.arg_names)
              if types.get(n, "").startswith("*") or declared.get(n, "").endswith(":16")}

@@ -282,6 +282,22 @@ def test_a_deployment_failure_suggests_the_largest_batch_every_failing_kernel_pa
     assert {a.concern.name: a for a in answers(plan, unsafe)}["deployment"].suggestions == ()
 
 
+def test_a_failure_above_the_configured_batch_is_a_limit_not_a_failure():
+    """The field's configuration serves at most 256 requests at once: a boundary batch of 1921 that faults (H100,
+    2026-12-07: a DDTree tree's sampler past 2^32 elements) says how far the setting may be raised; the line passes."""
+    plan = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm120", sampling=("greedy",), device=True)
+    assert plan.max_running_requests == 256
+    rows = [_scale_row("ddtree_sample", 256, "pass"), _scale_row("ddtree_sample", 961, "pass"),
+            _scale_row("ddtree_sample", 1921, "fault"), _scale_row("move_kv", 256, "pass")]
+    deployment = {a.concern.name: a for a in answers(plan, rows)}["deployment"]
+    assert deployment.verdict == PASS and deployment.why.startswith("3 cells pass")
+    assert deployment.limits[0].startswith("raise --max-running-requests no further than 961 (ddtree_sample on "
+                                           "sglang-triton: 961 passes, 1921 fails); first failure above 256: ")
+    assert "limit: raise --max-running-requests no further than 961" in render(plan, answers(plan, rows), [])
+    within = rows + [_scale_row("move_kv", 255, "wrong")]
+    assert {a.concern.name: a for a in answers(plan, within)}["deployment"].verdict == FAIL
+
+
 def test_geometry_cells_are_judged_per_variant_layout():
     plan = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm120", sampling=("greedy",))
 

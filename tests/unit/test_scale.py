@@ -286,3 +286,20 @@ def test_a_cell_whose_adapter_copies_cannot_fit_is_a_skip_that_says_their_size(m
 
     fa3 = DDTreeImplBackend.__new__(DDTreeImplBackend)  # its memory rule reads the case only
     assert C.adapter_nbytes(case, OracleBackend()) == 0 and C.adapter_nbytes(SMALL["ddtree_sample"].check(), fa3) == 0
+
+
+def test_a_cell_that_fits_the_gpu_alone_waits_for_other_workers_memory(monkeypatch):
+    """Two workers on an 80 GB card: a 16 GiB cell beside another worker's 60 GiB one waits for it to give its
+    memory back (H100, 2026-12-07: 129 sampler cells skipped as "does not fit" at 15 GiB free), and says so if the
+    memory never comes."""
+    case = SMALL["chain_speculative_sampling"].check()
+    need = case.footprint().peak
+    frees = iter([need, need + C.HEADROOM])  # busy, then the other worker's cell ends
+    monkeypatch.setattr(C, "free_bytes", lambda device: next(frees))
+    monkeypatch.setattr(C, "release", lambda device: None)
+    monkeypatch.setattr("time.sleep", lambda seconds: None)
+    free, waited = C.wait_for_memory("cuda:0", case.footprint())
+    assert free == need + C.HEADROOM
+    monkeypatch.setattr(C, "free_bytes", lambda device: need)
+    free, waited = C.wait_for_memory("cuda:0", case.footprint(), wait_s=0.0)
+    assert free == need and waited >= 0.0

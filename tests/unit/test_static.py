@@ -307,6 +307,26 @@ def test_toolchain_gaps_are_reasons(tmp_path):
         triton_aot.compile_kernel("no.such.module:kernel", (), (), None, None, "sm120", str(tmp_path))
 
 
+def test_a_kernel_of_another_signature_is_a_skip_naming_the_difference(tmp_path, monkeypatch):
+    """A copy of a kernel whose parameters differ from the specialization's (a DDTree tree's older GDN kernel, without
+    0.5.23's ``USE_LOWER_BOUND``) is not built, and says why: the suite's specialization does not fit it, which is
+    no fault of the kernel."""
+    pytest.importorskip("triton")
+    from ddtree_compat.static import triton_aot
+    from ddtree_compat.static.build import Unavailable
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)  # as in the static tier's compile workers
+    src = tmp_path / "older_kernel.py"
+    src.write_text("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                   "def kernel(x_ptr, N: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, N), 1.0)\n")
+    ref = f"{src}::kernel"
+    extra = triton_aot.compile_kernel(ref, (("x_ptr", "*fp32"),), (("N", 16), ("USE_LOWER_BOUND", False)), None,
+                                      None, "sm90", str(tmp_path))
+    assert isinstance(extra, Unavailable) and "no parameter(s) ['USE_LOWER_BOUND']" in extra.reason
+    unset = triton_aot.compile_kernel(ref, (("x_ptr", "*fp32"),), (), None, None, "sm90", str(tmp_path))
+    assert isinstance(unset, Unavailable) and "parameters the suite does not set: ['N']" in unset.reason
+
+
 # ------------------------------------------------------------------------------------------ plugin
 STATIC_TEST = """
 def test_static(ddtree_static_cell, ddtree_check_static):

@@ -26,6 +26,8 @@ Judging: outputs, states and conv outputs by :data:`TOLERANCE` (``max |got - wan
 request, node and tensor); what is a copy (conv windows, the parent table, the commits) exactly, in bits. Every
 scratch entry the verify must not write (steps ``D .. C - 1``, rows of no request, the other layer) keeps its NaN
 poison; the persistent state pool is unchanged by the verify; canaries guard every buffer; inputs are unchanged.
+A cell takes up to ~8 GB of GPU memory (a 64-node tree of 48 value heads: the scratch and its copy), handed back
+once judged (``check(release=True)``), so parallel workers share the card.
 The verified slots' persistent conv windows are not judged after the verify (the commit overwrites them); every
 other slot's are, exactly.
 """
@@ -220,17 +222,17 @@ def _gdn_check(case: LinearCase, backend, device: str, tree: bool):
     return judge
 
 
-@check
+@check(release=True)
 def gdn_verify_tree(case: LinearCase, backend, device: str):
     return _gdn_check(case, backend, device, tree=True)
 
 
-@check
+@check(release=True)
 def gdn_verify_chain(case: LinearCase, backend, device: str):
     return _gdn_check(case, backend, device, tree=False)
 
 
-@check
+@check(release=True)
 def conv_verify_tree(case: LinearCase, backend, device: str):
     lay = layout(case)
     bs, d, c, w, ch = case.verify.batch, case.verify.num_nodes, case.verify.slots, case.conv_kernel, case.conv_dim
@@ -311,13 +313,13 @@ def _commit_check(case: LinearCase, backend, device: str, entry: tuple[int, ...]
     return judge
 
 
-@check
+@check(release=True)
 def ssm_state_commit(case: LinearCase, backend, device: str):
     return _commit_check(case, backend, device, (case.value_heads, case.head_dim, case.head_dim),
                          DTYPES[case.state_dtype], "ssm_state_commit")
 
 
-@check
+@check(release=True)
 def conv_window_commit(case: LinearCase, backend, device: str):
     return _commit_check(case, backend, device, (case.conv_dim, case.conv_kernel - 1), DTYPES[case.io_dtype],
                          "conv_window_commit")

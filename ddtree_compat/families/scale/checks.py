@@ -7,7 +7,9 @@ rows past the boundary going wrong, or a fault). Each check takes exactly :meth:
 tensors, and its temporaries are the ones :meth:`.records.ScaleCase.footprint` counts; a cell whose footprint (the
 adapter's copies included) does not fit the GPU's free memory at the cell's start less
 :data:`.records.HEADROOM` is a skip that states both (:func:`.records.fit`); so is one that runs out of memory in
-the suite's own code all the same (another process took the memory meanwhile). A cell off the GPU is a skip
+the suite's own code all the same (another process took the memory meanwhile). Where several workers share the GPU
+(``-n``), each gives its cell's memory back once the cell is judged, and a cell that fits the GPU alone but not
+beside the others' waits for them (:func:`wait_for_memory`, up to :data:`WAIT_S`). A cell off the GPU is a skip
 (device only); the cell's footprint and peak memory go into ``measured``.
 """
 
@@ -50,11 +52,21 @@ def scale_check(fn):
         footprint = case.footprint(adapter_nbytes(case, backend))
         free = free_bytes(device)
         too_big = fit(case, footprint, free)
+        if too_big and shared_gpu() and fits_alone(device, footprint):
+            free, waited = wait_for_memory(device, footprint)
+            too_big = fit(case, footprint, free)
+            if too_big:
+                too_big += (f"; alone on this GPU it fits: other processes held the rest for {waited:.0f} s "
+                            "(fewer workers, -n, run it)")
         if too_big:
             return Verdict("skip", too_big)
         _make_room(device, footprint, free)
         torch.cuda.reset_peak_memory_stats(device)
-        verdict = checked(case, backend, target)
+        try:
+            verdict = checked(case, backend, target)
+        finally:
+            if shared_gpu():  # the next cell of another worker may need what this cell's arena holds
+                release(device)
         try:
             peak = torch.cuda.max_memory_allocated(device)
         except Exception:  # noqa: BLE001 - a context the kernel poisoned answers nothing
@@ -74,6 +86,43 @@ def free_bytes(device: str) -> int:
     torch.cuda.empty_cache()
     free, _ = torch.cuda.mem_get_info(device)
     return free + arena(device).capacity
+
+
+WAIT_S = 180.0
+"""How long a cell that fits the GPU alone waits for other workers' cells to give their memory back."""
+
+
+def shared_gpu() -> bool:
+    """Several pytest-xdist workers share this process's GPU (each holds its cell's memory only while it runs)."""
+    import os
+
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1) > 1 and torch.cuda.is_available()
+
+
+def fits_alone(device: str, footprint) -> bool:
+    """The cell would fit this GPU with no other process on it (its whole memory less :data:`HEADROOM`)."""
+    _, total = torch.cuda.mem_get_info(device)
+    return footprint.peak + HEADROOM <= total
+
+
+def wait_for_memory(device: str, footprint, wait_s: float = WAIT_S) -> tuple[int, float]:
+    """Poll the free memory until the cell fits or ``wait_s`` passes: ``(free bytes, seconds waited)``."""
+    import time
+
+    start = time.monotonic()
+    release(device)
+    while True:
+        free = free_bytes(device)
+        waited = time.monotonic() - start
+        if footprint.peak + HEADROOM <= free or waited >= wait_s:
+            return free, waited
+        time.sleep(0.5)
+
+
+def release(device: str) -> None:
+    """Give the arena's allocation and torch's cache back to the GPU."""
+    arena(device).buffer = None
+    torch.cuda.empty_cache()
 
 
 def _make_room(device: str, footprint, free: int) -> None:
