@@ -130,8 +130,7 @@ def _make_room(device: str, footprint, free: int) -> None:
     leave over (the arena is reused only where it is no larger than what the cell counts)."""
     held = arena(device).capacity
     if held > footprint.arena and held + (footprint.peak - footprint.arena) + HEADROOM > free:
-        arena(device).buffer = None
-        torch.cuda.empty_cache()
+        release(device)
 
 
 def _is_out_of_memory(exc: BaseException | None) -> bool:
