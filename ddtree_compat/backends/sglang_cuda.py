@@ -1,5 +1,6 @@
 """``sglang-cuda``: SGLang's CUDA tree verify, the tvm-ffi JIT kernel ``verify_tree_greedy``
-(``sglang.kernels.ops.speculative.tree``, sglang 0.5.23; compiled by nvcc on first use), and its target-only tree
+(``sglang.kernels.ops.speculative.tree``, sglang 0.5.23; compiled by nvcc on first use; where that module is absent,
+sgl-kernel's prebuilt op of the same name, which releases before 0.5.22 and rancy-ddtree call), and its target-only tree
 sampler ``tree_speculative_sampling_target_only`` (``...speculative.sampling``, a tvm-ffi JIT kernel on FlashInfer's
 headers; sgl-kernel's prebuilt op of the same name in releases before 0.5.22): the sampling verify at temperature > 0.
 

@@ -33,6 +33,8 @@ Profiles (``DDTREE_E2E_PROFILE`` overrides the suite's ``--ddtree-profile`` for 
   8, 12, 15 and branching budgets 16, 32, 64 with a ``mod8-second`` draft (where it disagrees ``succ`` is the poison
   token's sibling, so the accepted path leaves the chain: a tree verified as one chain in node order changes tokens),
   and an EAGLE tree of one step, top-k 2, whose ``never-second`` draft ranks the poison first and ``succ`` second.
+* ``replica``: one user's serving configuration on the tiny checkpoints (:mod:`.replica`, ``DDTREE_E2E_REPLICA``):
+  preflight's ``e2e`` line.
 * ``dflash-ddtree``: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, budget =
   block size - 1: blocks 9, 13 and 16) and plain DFLASH.
 
@@ -54,14 +56,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from . import checkpoints as ck, hybrid
+from . import checkpoints as ck, hybrid, replica
 from .attention import SGLANG_CHOICE, TARGET_ATTENTION, parse_attention
 from .expect import (PhaseExpectation, RequestPlan, RoundAccepts, aligned_accept, chain_accepts, expect_phase,
                      rounds_for, tree_accepts)
 from .sampling import TOKENS_PER_CELL, Sampling
 
 PROFILES = ("default", "full", "ddtree", "ddtree-boundary", "ddtree-smoke", "dflash-ddtree", "sampling", "scale",
-            "hybrid")
+            "hybrid", "replica")
 NONE = "NONE"
 DDTREE = "DDTREE"
 START_TOKEN = 7
@@ -471,9 +473,30 @@ SCALE_SHAPE = ck.TinyShape(vocab_pad=ck.REAL_VOCAB - ck.TinyShape().vocab)
 """The ``scale`` profile's checkpoints: the tiny code padded to the field's vocabulary, 248320."""
 
 
+def replica_servers(spec: "replica.Replica") -> list[ServerConfig]:
+    """A replica's servers, phases aside (:func:`plan` adds them): its configuration with an always-agreeing draft,
+    greedy, then once per temperature above 0 (judged by the law)."""
+    flags = tuple(f for f in spec.flags if f != DFLASH_ENABLE_DDTREE)
+    if spec.algorithm == DDTREE:
+        base = _ddtree(spec.budget, "always", spec.cuda_graph, block=spec.block_size)
+    elif spec.algorithm == ck.DFLASH:
+        base = _dflash(spec.block_size, "always", spec.cuda_graph,
+                       *((DFLASH_ENABLE_DDTREE,) if DFLASH_ENABLE_DDTREE in spec.flags else ()))
+    else:
+        base = _spec(spec.algorithm, spec.topk, spec.steps, spec.draft_tokens, "always", spec.cuda_graph)
+    base = replace(base, id=f"replica-{base.id}", flags=base.flags + flags)
+    return [base if t == 0 else _sampled(base, Sampling(float(t))) for t in spec.temperatures]
+
+
+FIXED_PROFILES = tuple(p for p in PROFILES if p != replica.PROFILE)
+"""The profiles whose servers are the suite's own (the replica's are one user's configuration, read from a file)."""
+
+
 def shape_for(profile: str) -> ck.TinyShape:
     """The tiny checkpoints' shape of an e2e profile: :data:`SCALE_SHAPE` for ``scale``, :data:`HYBRID_SHAPE` for
-    ``hybrid``, else the default."""
+    ``hybrid``, the replica's own for ``replica`` (:mod:`.replica`), else the default."""
+    if profile == replica.PROFILE:
+        return replica.from_env().shape()
     return {"scale": SCALE_SHAPE, "hybrid": HYBRID_SHAPE}.get(profile, ck.TinyShape())
 
 
@@ -516,10 +539,16 @@ def plan(profile: str = "default", shape: ck.TinyShape = ck.TinyShape(),
     """
     if profile not in PROFILES:
         raise ValueError(f"e2e profile {profile!r}: expected one of {', '.join(PROFILES)}")
-    attention = (SGLANG_CHOICE,) if profile in ("sampling", "scale") and not attention else parse_attention(attention)
     conc = {"full": (1, 4, 8), "scale": SCALE_CONCURRENCY}.get(profile, (1, 4))
+    if profile == replica.PROFILE:  # one configuration, on its own attention backend, at its concurrency
+        spec = replica.from_env()
+        servers, attention, conc = replica_servers(spec), (spec.attention,), spec.concurrency
+    else:
+        servers = _PROFILES[profile]
+        attention = (SGLANG_CHOICE,) if profile in ("sampling", "scale") and not attention else \
+            parse_attention(attention)
     out = [replace(c, id=f"{c.id}-attn-{a}", attention=a, phases=_config_phases(c, conc, shape.vocab))
-           for c in _PROFILES[profile] for a in attention]
+           for c in servers for a in attention]
     longest = max(r.max_new_tokens for c in out if not c.distribution for p in c.phases for r in p.requests)
     target = ServerConfig("target", NONE, phases=_phases(1, conc, shape.vocab, fixed_tokens=longest),
                           attention=TARGET_ATTENTION)

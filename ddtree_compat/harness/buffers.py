@@ -35,6 +35,11 @@ _BITS = {torch.float16: (torch.int16, FLOAT_POISON_BITS[torch.float16], FLOAT_CA
          torch.float32: (torch.int32, FLOAT32_POISON_BITS, FLOAT32_CANARY_BITS)}
 
 
+def poison_bits(dtype: torch.dtype) -> int:
+    """The poison of a float buffer held as bits (:meth:`Guarded.float_bits`) of ``dtype``."""
+    return _BITS[dtype][1]
+
+
 @dataclass
 class Guarded:
     """A tensor view with canary bands on both sides of its storage.
@@ -112,10 +117,9 @@ class Guarded:
 
     def damaged_canaries(self) -> list[int]:
         """Offsets (negative: before the view, ``>= numel``: after) of canary elements that changed."""
-        s = self.storage.cpu()
-        n = self.view.numel()
-        bad = (s[:CANARY_BAND] != self.canary).nonzero().flatten().tolist()
-        after = (s[CANARY_BAND + n:] != self.canary).nonzero().flatten().tolist()
+        n = self.view.numel()  # the bands alone come to the host (a deployment-sized body stays on the device)
+        bad = (self.storage[:CANARY_BAND].cpu() != self.canary).nonzero().flatten().tolist()
+        after = (self.storage[CANARY_BAND + n:].cpu() != self.canary).nonzero().flatten().tolist()
         return [i - CANARY_BAND for i in bad] + [n + i for i in after]
 
 

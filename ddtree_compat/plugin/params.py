@@ -31,8 +31,8 @@ def _param(sess, target, backend, record, case, with_kernel: bool):
     emulated = record.emulates(case) if record.emulates else None
     if emulated:
         marks += [getattr(pytest.mark, EMULATED), *arch_marks(emulated)]
-    if record.table == "scale" and sess.profile != "scale":  # the slice's deployment shapes: one at a time
-        marks.append(getattr(pytest.mark, SERIAL))
+    if (record.table == "scale" and sess.profile != "scale") or getattr(case, "serial", False):
+        marks.append(getattr(pytest.mark, SERIAL))  # deployment shapes (GBs of GPU memory): one at a time
     issue = known_issue(sess, target, backend, record.label_of(case), case)
     if issue is not None:
         marks.append(pytest.mark.xfail(strict=issue.strict, reason=issue.describe(backend.name)))

@@ -98,6 +98,37 @@ def _start_own(cells, results: Path, log, cases_dir: str, env: dict, failing_dir
     return thread
 
 
+E2E_TESTS = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "test_serve.py"
+"""The e2e tier's test file in a checkout (an installed wheel has none: the replica is then not checked)."""
+E2E_S = int(os.environ.get("DDTREE_PREFLIGHT_E2E_S", "900"))
+"""How long the replica's servers may take in all (start, JIT builds, every phase) before it is stopped."""
+
+
+def _serve_replica(plan, results: Path, out_dir: Path, stem: str, env: dict) -> int:
+    """Serve the plan's replica (:mod:`ddtree_compat.e2e.replica`) with the e2e tier, its result lines appended to
+    ``results``; pytest's output to ``<stem>-e2e.log``. Returns pytest's exit status (124: stopped at :data:`E2E_S`)."""
+    spec = plan.replica.save(out_dir / f"{stem}-replica.json")
+    cmd = [sys.executable, "-m", "pytest", str(E2E_TESTS), "-m", "e2e", "-q", "-rA", "-p", "no:cacheprovider",
+           "--ddtree-static=off",
+           f"--ddtree-results={results}", f"--ddtree-e2e-dir={out_dir / (stem + '-e2e')}"]
+    env = {**env, "DDTREE_E2E_PROFILE": "replica", "DDTREE_E2E_REPLICA": str(spec)}
+    env.setdefault("DDTREE_E2E_PARALLEL", "3")  # the target-only server, the greedy replica, the sampled one
+    env.setdefault("DDTREE_E2E_MEM_FRACTION", "0.2")  # three servers on the one GPU (--max-total-tokens bounds each)
+    with open(out_dir / f"{stem}-e2e.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=E2E_TESTS.parents[2])
+        try:
+            return proc.wait(timeout=E2E_S)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # pytest stops its servers (their process groups) as it ends
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            log.write(f"\npreflight: the replica stopped after {E2E_S} s (DDTREE_PREFLIGHT_E2E_S)\n")
+            return 124
+
+
 def _stem(out_dir: Path, arch: str) -> str:
     base = f"{time.strftime('%Y-%m-%d')}-{arch}-preflight"
     stem, n = base, 1
@@ -137,12 +168,13 @@ def run(args) -> int:
     gpus = detect_gpus()
     arch = arch or (gpus[0].arch if gpus else None)
     plan = make_plan(serving, model, arch, sampling, has_ddtree=impl is not None,
-                     ddtree_name=impl.name if impl else "", device=bool(gpus))
+                     ddtree_name=impl.name if impl else "", device=bool(gpus), e2e_tests=E2E_TESTS.exists())
     header = _header(serving, model, arch, gpus, impl)
     if args.plan_only:
         print("\n".join(header))
         for c in plan.concerns:
-            print(f"{'runs' if not c.unchecked else 'left':<5} {c.name}: {c.unchecked or c.expression()}")
+            print(f"{'runs' if not c.unchecked else 'left':<5} {c.name}: {c.unchecked or c.expression()}"
+                  + (f" ({c.note})" if c.name == "e2e" and not c.unchecked else ""))
         print(f"verify cases: {len(plan.verify_cases())} ({', '.join(v.label() for v in plan.variants)})")
         own = plan.own_cells()
         print(f"own cells: {len(own)}" + "".join(f"\n  {c.concern}: {c.record} {c.case.id} ({c.why})" for c in own))
@@ -176,6 +208,10 @@ def run(args) -> int:
                 _start_own(own, own_results, own_log, cases_dir, env, failing).join()
             elif beside is not None:
                 beside.join()
+    if any(c.name == "e2e" for c in plan.runs()) and (out_dir / f"{stem}.jsonl").exists():
+        print(f"serving the replica (e2e tier); log: {out_dir / (stem + '-e2e.log')}", flush=True)
+        _serve_replica(plan, out_dir / f"{stem}.jsonl", out_dir, stem, {**_launch_env(impl), **(
+            {"DDTREE_IMPLS": str(impl.package)} if impl is not None else {})})
     results = out_dir / f"{stem}.jsonl"
     if not results.exists():
         print(f"the sweep wrote no results (exit {status}); its log: {log}", file=sys.stderr)
@@ -186,7 +222,9 @@ def run(args) -> int:
         own_results.unlink()
     from ..results import load
 
-    result = answers(plan, load([results]).records)
+    spec = out_dir / f"{stem}-replica.json"
+    result = answers(plan, load([results]).records,
+                     f"DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA={spec}" if spec.exists() else "")
     print(render(plan, result, []), end="")
     print(f"results: {results} (report {results.with_suffix('.md')}); {time.time() - start:.0f}s")
     return int(exit_status(result))

@@ -16,8 +16,9 @@ plan out).
   x context x budget, and the boundary batches around each kernel's 2^31 / 2^32 limit at that shape (the
   envelope's limit; device only: on a host without a GPU the concern is ``NOT CHECKED``, "needs a GPU"); and
   verify attention at the model's head geometry (query / KV heads, head dim) on the resolved backend.
-* The e2e replica is a concern the plan names and leaves unchecked, with the command that checks it
-  (:data:`UNCHECKED`).
+* **The replica** (:func:`replica_concern`): the configuration's speculative flags served on a tiny target of the
+  model's vocabulary and layer types by the e2e tier (profile ``replica``), on a GPU; what the tiny target cannot
+  be is said on the line.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ class Plan:
     max_running_requests: int | None = None
     """The configuration's ``--max-running-requests`` (``None``: SGLang sizes it by memory): a deployment-shape cell
     of more requests is a limit beyond the configuration, not a failure of it."""
+    replica: object = None
+    """The :class:`ddtree_compat.e2e.replica.Replica` the ``e2e`` line serves (``None``: it cannot be mirrored)."""
 
     @property
     def deployed(self) -> Variant:
@@ -191,12 +194,31 @@ def variants(serving: Serving) -> tuple[Variant, ...]:
             Variant(block - 1, block, None, f"--speculative-ddtree-budget {block - 1}"))
 
 
-UNCHECKED = {
-    "e2e": "a served replica (a tiny target with this vocabulary and these speculative flags): not in this "
-           "preflight; the e2e tier serves the field's configurations: `pytest tests/e2e` on a GPU (docs/e2e.md)",
-}
-
 NEEDS_GPU = "needs a GPU"
+E2E_TEST = "test_serve"
+"""The e2e tier's test function: the replica's cells (:mod:`ddtree_compat.e2e.replica`)."""
+
+
+def replica_concern(serving: Serving, model: ModelShape, sampling: tuple[str, ...], device: bool,
+                    e2e_tests: bool) -> tuple[Concern, object]:
+    """The ``e2e`` line: the configuration served on a tiny target of the model's vocabulary and layer types
+    (:func:`ddtree_compat.e2e.replica.from_serving`), and the replica it serves (``None`` where it cannot)."""
+    from ..e2e.replica import from_serving
+
+    temperatures = tuple(0.0 if s == GREEDY else float(s.split("=", 1)[1]) for s in sampling)
+    rep, why = from_serving(serving, model, temperatures)
+    title = "served end to end (a tiny target of this vocabulary, these speculative flags)"
+    if rep is None:
+        return Concern("e2e", title, by_budget=False, unchecked=f"no replica: {why}"), None
+    what = (f"{rep.algorithm} on a {'hybrid ' if rep.hybrid else ''}target of vocabulary {rep.vocab}, "
+            f"attention {rep.attention}, CUDA graphs {'on' if rep.cuda_graph else 'off'}, clients "
+            f"{'/'.join(map(str, rep.concurrency))}, {', '.join(sampling)}"
+            + (f", flags {' '.join(rep.flags)}" if rep.flags else ""))
+    note = what + "; not mirrored: " + "; ".join(rep.not_mirrored)
+    unchecked = "" if device and e2e_tests else (
+        f"{NEEDS_GPU}: would serve {what}" if not device else
+        "the e2e tier's tests are in a checkout of ddtree-compat (tests/e2e/test_serve.py), not in this installation")
+    return Concern("e2e", title, (E2E_TEST,), by_budget=False, own=True, note=note, unchecked=unchecked), rep
 
 DEPLOYMENT_KERNELS = {"verify": ("verify_tree_greedy",), "commit": ("assign_req_to_token", "move_kv")}
 """The deployment-shape kernels of the concerns every speculative configuration runs (scale family names)."""
@@ -344,11 +366,12 @@ def attention_narrowing(backends: tuple[str, ...], arch: str | None) -> str:
 
 
 def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: tuple[str, ...] = (GREEDY, "T=1"),
-              has_ddtree: bool = False, ddtree_name: str = "", device: bool = False) -> Plan:
+              has_ddtree: bool = False, ddtree_name: str = "", device: bool = False, e2e_tests: bool = True) -> Plan:
     """The plan for one resolved configuration on ``arch`` (``None``: no GPU here and no ``--arch``).
 
     ``has_ddtree``: a DDTree build is under test (its kernels); ``ddtree_name``: its column, which runs FA3's
-    verify attention through the build's FA metadata; ``device``: a GPU is here (the deployment-shape cells run).
+    verify attention through the build's FA metadata; ``device``: a GPU is here (the deployment-shape cells and the
+    replica run); ``e2e_tests``: the e2e tier's test file is here (a checkout).
     """
     algorithm = serving.algorithm
     if not algorithm or serving.budget is None:
@@ -427,8 +450,10 @@ def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: t
     else:
         concerns.append(Concern("static", "compiles and fits on the serving GPU", by_budget=False,
                                 unchecked="no GPU here and no --arch: give --arch sm120 (or the serving card's)"))
-    for name, text in UNCHECKED.items():
-        concerns.append(Concern(name, name, by_budget=False, unchecked=text))
+    replica = None
+    if vs:
+        concern, replica = replica_concern(serving, model, sampling, device, e2e_tests)
+        concerns.append(concern)
     notes = () if vs else ("no speculative decoding in these flags: only the static builds apply",)
     return Plan(algorithm, vs, tuple(concerns), batches, model.vocab, serving.topk, arch, tuple(sampling), notes,
-                tuple(own), int(mrr) if mrr else None)
+                tuple(own), int(mrr) if mrr else None, replica)

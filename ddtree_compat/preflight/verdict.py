@@ -72,11 +72,11 @@ def _counts(records) -> dict:
     return out
 
 
-def _replay(record) -> str:
-    for line in (record.message or "").splitlines():
-        if "replay:" in line:
-            return line.split("replay:", 1)[1].strip()
-    return f"pytest '{record.nodeid}'" if record.nodeid else ""
+def _replay(record, env: str = "") -> str:
+    """The cell's replay line (``env``: the variables it needs in front, the replica's)."""
+    line = next((x.split("replay:", 1)[1].strip() for x in (record.message or "").splitlines() if "replay:" in x),
+                f"python -m pytest '{record.nodeid}'" if record.nodeid else "")
+    return f"{env} {line}" if env and line else line
 
 
 def _failure(record) -> str:
@@ -126,8 +126,9 @@ def limits(ran, beyond, cap: int) -> tuple[str, ...]:
     return (f"{len(beyond)} cells above --max-running-requests {cap} fail; first: {first}",)
 
 
-def answer(plan: Plan, concern: Concern, records) -> Answer:
-    """One concern's answer from the records of a run."""
+def answer(plan: Plan, concern: Concern, records, replica_env: str = "") -> Answer:
+    """One concern's answer from the records of a run (``replica_env``: the variables that replay an ``e2e`` cell,
+    ``DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA=FILE``)."""
     if concern.unchecked:
         return Answer(concern, NOT_CHECKED, concern.unchecked)
     mine = [r for r in records if _belongs(r, concern)]
@@ -154,7 +155,8 @@ def answer(plan: Plan, concern: Concern, records) -> Answer:
         if concern.name == "deployment":
             suggestions += safe_batch(ran)
         why = f"{len(failed)} of {len(ran)} cells failed at {where or 'this configuration'}{note}"
-        return Answer(concern, FAIL, why, _failure(first), _replay(first), tuple(suggestions), counts, beyond_cap)
+        replay = _replay(first, replica_env if concern.name == "e2e" else "")
+        return Answer(concern, FAIL, why, _failure(first), replay, tuple(suggestions), counts, beyond_cap)
     if not ran:
         skips = sorted({(r.message or "no reason given").splitlines()[0][:160] for r in deployed}, key=len)
         more = f" (and {len(skips) - 1} other reasons)" if len(skips) > 1 else ""
@@ -167,8 +169,8 @@ def answer(plan: Plan, concern: Concern, records) -> Answer:
     return Answer(concern, PASS, why + note, counts=counts, limits=beyond_cap)
 
 
-def answers(plan: Plan, records) -> list[Answer]:
-    return [answer(plan, c, records) for c in plan.concerns]
+def answers(plan: Plan, records, replica_env: str = "") -> list[Answer]:
+    return [answer(plan, c, records, replica_env) for c in plan.concerns]
 
 
 def exit_status(result: list[Answer]) -> Exit:

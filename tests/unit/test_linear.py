@@ -147,3 +147,41 @@ def test_each_tree_s_own_linear_kernels_are_declared_and_its_interpret_share_sta
 
     refusal = implementation(backend, "gdn_verify_tree").refuse(Target("interpret", "cpu"), case)
     assert refusal and "device tier" in refusal  # the kernels themselves run in the main job's interpret tier
+
+
+def test_deployment_cases_sit_on_each_side_of_the_scratch_s_2_31_and_2_32_elements():
+    from ddtree_compat.families.linear.records import deployment_cases, deployment_rows
+
+    per = 16 * 48 * 128 * 128  # a scratch row of the Qwen3.5 / 3.6-27B layer at capacity 16
+    assert deployment_rows(16, 48, 128, 31) == 171 and deployment_rows(16, 48, 128, 32) == 342
+    for bits, rows in ((31, 171), (32, 342)):
+        assert rows * per - 1 >= 2 ** bits > (rows - 1) * per - 1  # the last element's offset passes at `rows`
+    cases = deployment_cases()
+    assert {c.rows for c in cases} == {170, 171, 341, 342} and all(c.verify.batch == 2 and c.serial for c in cases)
+    assert {(c.verify.budget, c.verify.slots) for c in cases} == {(15, 16), (8, 16)}
+    assert all(c.id.endswith(f"-rows{c.rows}") for c in cases) and len({c.id for c in cases}) == len(cases)
+
+
+def test_a_deployment_case_off_the_gpu_is_a_skip_stating_its_scratch():
+    from ddtree_compat.families.linear.checks import gdn_verify_tree
+    from ddtree_compat.families.linear.records import deployment_cases
+
+    case = max(deployment_cases(), key=lambda c: c.rows)
+    verdict = gdn_verify_tree(case, None, "cpu")
+    assert verdict.outcome == "skip" and "16.1 GiB" in verdict.message and "device only" in verdict.message
+
+
+def test_poison_kept_names_a_write_outside_the_entries_the_verify_writes():
+    import torch
+
+    from ddtree_compat.families.linear.checks import poison_kept
+    from ddtree_compat.harness.buffers import Guarded
+
+    g = Guarded.float_bits((1, 4, 3, 2), torch.float32, "cpu")
+    g.view[0, 2, :2] = 1.0  # the verify's own entries: row 2, steps 0..1
+    assert poison_kept("scratch", g, [(0, 2, 2)]) == []
+    g.view[0, 1, 0, 1] = 0.5  # a row of no request
+    assert poison_kept("scratch", g, [(0, 2, 2)]) == [
+        "scratch: 1 element(s) written where the verify must leave them (first in layer 0, row 1)"]
+    g.view[0, 1, 0, 1] = float("nan")  # a computed NaN is not the poison
+    assert poison_kept("scratch", g, [(0, 2, 2)]) != []

@@ -348,3 +348,59 @@ def test_the_preflight_benchmark_reads_its_runs_back(tmp_path):
     assert bench.summary(2, [], "error: SGLang rejected the launch flags") == \
         "exit 2: error: SGLang rejected the launch flags"
     assert bench.MODEL.joinpath("config.json").exists() and set(bench.CONFIGS) >= {"eagle-flashinfer", "ddtree-b8"}
+
+
+def test_the_replica_mirrors_the_speculative_flags_and_says_what_it_cannot(monkeypatch, tmp_path):
+    from ddtree_compat.e2e import configs
+    from ddtree_compat.e2e.replica import ENV, Replica
+
+    argv = ("--model-path", "m", "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "8",
+            "--is-ddtree-prune", "--page-size", "1", "--speculative-ddtree-cuda-graph-buckets", "16", "32",
+            "--tp", "2", "--mem-fraction-static", "0.8")
+    serving = Serving(argv, {**field_serving().fields, "tp_size": 2})
+    plan = make_plan(serving, shape_of(QWEN36_27B), "sm90", device=True)
+    rep = plan.replica
+    assert (rep.algorithm, rep.budget, rep.block_size, rep.attention, rep.cuda_graph) == ("DDTREE", 8, 16,
+                                                                                        "flashinfer", True)
+    assert rep.flags == ("--is-ddtree-prune", "--page-size=1")  # the server's own sizes (memory, ports) are not passed
+    assert (rep.vocab, rep.hybrid, rep.concurrency, rep.temperatures) == (248320, True, (1, 4, 256), (0.0, 1.0))
+    said = " | ".join(rep.not_mirrored)
+    for part in ("head geometry", "24 / 4 x 256", "draft checkpoint", "--tp 2",
+                 "--speculative-ddtree-cuda-graph-buckets 16 32 (a flag of several values)"):
+        assert part in said, said
+    monkeypatch.setenv(ENV, str(rep.save(tmp_path / "replica.json")))
+    assert Replica.load(tmp_path / "replica.json") == rep
+    servers = configs.plan("replica", configs.shape_for("replica"))
+    assert [c.id for c in servers] == ["target", "replica-ddtree-b8-spine-always-graph-attn-flashinfer",
+                                       "replica-ddtree-b8-spine-always-graph-t1-attn-flashinfer"]
+    assert configs.shape_for("replica").served_vocab == 248320 and configs.shape_for("replica").hybrid
+    greedy, sampled = servers[1:]
+    assert max(p.concurrency for p in greedy.phases) == 256 and sampled.distribution
+    assert "--page-size=1" in greedy.flags and greedy.budget == 8
+
+
+def test_the_e2e_line_needs_a_gpu_and_a_drafter_the_replica_has():
+    cpu = {c.name: c for c in make_plan(field_serving(), shape_of(QWEN36_27B), "sm120").concerns}["e2e"]
+    assert cpu.unchecked.startswith("needs a GPU: would serve DDTREE on a hybrid target of vocabulary 248320")
+    gpu = {c.name: c for c in make_plan(field_serving(), shape_of(QWEN36_27B), "sm90", device=True).concerns}["e2e"]
+    assert not gpu.unchecked and gpu.tests == ("test_serve",) and "not mirrored: head geometry" in gpu.note
+    wheel = {c.name: c for c in make_plan(field_serving(), shape_of(QWEN36_27B), "sm90", device=True,
+                                          e2e_tests=False).concerns}["e2e"]
+    assert "tests/e2e/test_serve.py" in wheel.unchecked
+    eagle3 = Serving(("x",), {"speculative_algorithm": "EAGLE3", "speculative_num_draft_tokens": 4})
+    other = {c.name: c for c in make_plan(eagle3, shape_of(QWEN3_8B), "sm90", device=True).concerns}["e2e"]
+    assert other.unchecked.startswith("no replica: --speculative-algorithm EAGLE3")
+
+
+def test_a_replica_cell_that_fails_is_the_e2e_line_s_fail_with_its_replay():
+    plan = make_plan(field_serving(), shape_of(QWEN36_27B), "sm90", device=True)
+    node = "tests/e2e/test_serve.py::test_serve[sm90-replica-ddtree-b8-spine-always-graph-attn-flashinfer-c4]"
+    records = [ResultRecord(nodeid=node.replace("-c4]", "-bs1]"), kernel="e2e", backend="sglang", case_id="bs1", tier="e2e", arch="sm90",
+                            outcome="pass"),
+               ResultRecord(nodeid=node, kernel="e2e", backend="sglang", case_id="c4", tier="e2e", arch="sm90", outcome="zero-accept",
+                            message="accept length 1.00, expected 9.00")]
+    env = "DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA=/r/replica.json"
+    e2e = {a.concern.name: a for a in answers(plan, records, env)}["e2e"]
+    assert e2e.verdict == FAIL and "1 of 2 cells failed" in e2e.why
+    assert e2e.first_failure.startswith("e2e · sglang · c4: zero-accept: accept length 1.00")
+    assert e2e.replay == f"{env} python -m pytest '{node}'"

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from ...cases import stable_seed
-from ...harness.buffers import CANARY_BAND, Guarded, Inputs, canary_report, compare
+from ...harness.buffers import CANARY_BAND, Guarded, Inputs, canary_report, compare, poison_bits
 from ...harness.calls import check
 from ..verify.oracle import to_eagle
 from . import oracle
@@ -177,29 +177,53 @@ def parent_tables(case: LinearCase) -> torch.Tensor:
     return torch.tensor([oracle.parent_table(r.parents) for r in case.verify.requests], dtype=torch.int64)
 
 
+def poison_kept(name: str, g: Guarded, written) -> list[str]:
+    """Every element of ``g``'s body (``[layers, rows, C, ...]``) outside ``written`` (``(layer, row, steps)``:
+    the entries the verify writes) still holds the poison, checked one scratch row at a time on the device (a
+    deployment-sized scratch is never copied)."""
+    poison = poison_bits(g.view.dtype)
+    bits = g.storage[CANARY_BAND:CANARY_BAND + g.view.numel()].view(g.view.shape)
+    wrote = {(layer, row): steps for layer, row, steps in written}
+    bad, first = 0, None
+    for layer in range(bits.shape[0]):
+        for row in range(bits.shape[1]):
+            entry = bits[layer, row]
+            steps = wrote.get((layer, row), 0)
+            n = int((entry[steps:] != poison).sum()) if steps < entry.shape[0] else 0
+            if n and first is None:
+                first = (layer, row)
+            bad += n
+    return [] if not bad else [f"{name}: {bad} element(s) written where the verify must leave them (first in layer "
+                               f"{first[0]}, row {first[1]})"]
+
+
 def _gdn_check(case: LinearCase, backend, device: str, tree: bool):
     lay = layout(case)
     bs, d, c = case.verify.batch, case.verify.num_nodes, case.verify.slots
     hv, dim = case.value_heads, case.head_dim
     sd = DTYPES[case.state_dtype]
-    pool_shape = (LAYERS, lay.pool + 1, hv, dim, dim)
-    scratch_shape = (LAYERS, lay.pool + 1, c, hv, dim, dim)
+    layers = 1 if case.rows else LAYERS  # a deployment-sized scratch: one layer (its offsets are the layer view's)
+    top = case.rows - bs if case.rows else 0  # the requests' scratch rows: top .. top + bs - 1
+    pool_shape = (layers, lay.pool + 1, hv, dim, dim)
+    scratch_shape = (layers, (case.rows or lay.pool) + 1, c, hv, dim, dim)
     pool = Guarded.float_bits(pool_shape, sd, device, _pool_values(pool_shape, sd, device, case.id))
     scratch = Guarded.float_bits(scratch_shape, sd, device)
-    pool_before, scratch_before = pool.storage.clone(), scratch.storage.clone()
+    pool_before = pool.storage.clone()
+    scratch_before = None if case.rows else scratch.storage.clone()
+    here = layers - 1  # the layer verified (the other, where there is one, must stay untouched)
     inputs = Inputs(device)
     q, k, v = (inputs.add(n, t, t.dtype).unsqueeze(0) for n, t in (("q", lay.q), ("k", lay.k), ("v", lay.v)))
     a, b = inputs.add("a", lay.a, lay.a.dtype), inputs.add("b", lay.b, lay.b.dtype)
     A_log, dt_bias = inputs.add("A_log", lay.A_log, torch.float32), inputs.add("dt_bias", lay.dt_bias, torch.float32)
     slots = inputs.add("cache_indices", torch.tensor(lay.slots), torch.int32)
     qsl = inputs.add("query_start_loc", torch.arange(0, bs * d + 1, d), torch.int32)
-    rows = inputs.add("intermediate_state_indices", torch.arange(bs), torch.int32)
+    rows = inputs.add("intermediate_state_indices", torch.arange(top, top + bs), torch.int32)
     parents = inputs.add("retrieve_parent_token", parent_tables(case), torch.int64) if tree else None
-    state0 = _f64(pool.view[1][torch.tensor(lay.slots, device=device)])
+    state0 = _f64(pool.view[here][torch.tensor(lay.slots, device=device)])
     method = backend.gdn_verify_tree if tree else backend.gdn_verify_chain
     extra = {"retrieve_parent_token": parents} if tree else {}
-    o = method(A_log, dt_bias, q, k, v, a, b, ssm_states=pool.view[1], cache_indices=slots, query_start_loc=qsl,
-               intermediate_states_buffer=scratch.view[1], intermediate_state_indices=rows, cache_steps=c, **extra)
+    o = method(A_log, dt_bias, q, k, v, a, b, ssm_states=pool.view[here], cache_indices=slots, query_start_loc=qsl,
+               intermediate_states_buffer=scratch.view[here], intermediate_state_indices=rows, cache_steps=c, **extra)
 
     def judge() -> list[str]:
         tol = tolerance(case)
@@ -208,20 +232,64 @@ def _gdn_check(case: LinearCase, backend, device: str, tree: bool):
         got_o = o.reshape(bs, d, hv, dim)
         for r, (wo, ws) in enumerate(want):
             problems += close(f"output of request {r}", got_o[r], wo, tol)
-            problems += close(f"recurrent state of request {r} (scratch row {r}, steps 0..{d - 1})",
-                              scratch.view[1, r, :d], ws, tol)
-        keep, body = _body_mask(scratch, scratch_shape)
-        body[0] = True
-        body[1, bs:] = True
-        body[1, :bs, d:] = True
-        problems += untouched("scratch (steps past the live width, rows of no request, layer 0)", scratch,
-                              scratch_before, keep)
+            problems += close(f"recurrent state of request {r} (scratch row {top + r}, steps 0..{d - 1})",
+                              scratch.view[here, top + r, :d], ws, tol)
+        if scratch_before is None:  # deployment-sized: the poison itself is the record of what stays unwritten
+            problems += poison_kept(f"scratch of {case.rows + 1} rows (steps past the live width, rows of no request)",
+                                    scratch, [(here, top + r, d) for r in range(bs)])
+        else:
+            keep, body = _body_mask(scratch, scratch_shape)
+            body[0] = True
+            body[1, bs:] = True
+            body[1, :bs, d:] = True
+            problems += untouched("scratch (steps past the live width, rows of no request, layer 0)", scratch,
+                                  scratch_before, keep)
         problems += compare("persistent state pool (bits)", pool.storage, pool_before)
         return problems + canary_report({"scratch": scratch}) + inputs.problems()
 
     return judge
 
 
+HEADROOM = 4 << 30
+"""Memory a deployment-shape cell leaves free beyond its own buffers (the pools, inputs, the judge's host copies and
+the CUDA context's own)."""
+
+
+def scratch_nbytes(case: LinearCase) -> int:
+    """Bytes of a case's verify scratch ``[layers, rows + 1, C, HV, V, K]`` in its state dtype."""
+    layers = 1 if case.rows else LAYERS
+    rows = (case.rows or case.verify.batch + EXTRA_SLOTS) + 1
+    return (layers * rows * case.verify.slots * case.value_heads * case.head_dim * case.head_dim
+            * DTYPES[case.state_dtype].itemsize)
+
+
+def deployment_fit(run):
+    """``run`` for a deployment-shape case (:attr:`LinearCase.rows`) only where its scratch fits this GPU's free
+    memory with :data:`HEADROOM`: else a skip that states the sizes, on any card; off a GPU a skip saying it needs
+    one."""
+    @functools.wraps(run)
+    def wrapped(case: LinearCase, backend, target, **options):
+        if not case.rows:
+            return run(case, backend, target, **options)
+        from ...outcomes import Verdict
+        from ...tiers import DEVICE_ONLY
+
+        def gib(n: int) -> str:
+            return f"{n / 2 ** 30:.1f} GiB"
+
+        device = str(target if isinstance(target, str) else target.device)
+        need = scratch_nbytes(case)
+        if not device.startswith("cuda"):
+            return Verdict("skip", f"{DEVICE_ONLY}: a deployment-shape verify, its scratch alone {gib(need)}")
+        free, total = torch.cuda.mem_get_info(device)
+        if need + HEADROOM > free:
+            return Verdict("skip", f"does not fit this GPU: the verify scratch of {case.rows + 1} rows is {gib(need)} "
+                                   f"(with {gib(HEADROOM)} beside it for the rest); {gib(free)} of {gib(total)} free")
+        return run(case, backend, target, **options)
+    return wrapped
+
+
+@deployment_fit
 @check(release=True)
 def gdn_verify_tree(case: LinearCase, backend, device: str):
     return _gdn_check(case, backend, device, tree=True)

@@ -75,6 +75,16 @@ class LinearCase(NestedCase):
     state_dtype: str = "fp32"
     io_dtype: str = "bf16"
     tp: int = 1
+    rows: int = 0
+    """A deployment-shape case: the batch's requests are the last of ``rows`` (scratch rows ``rows - batch ..
+    rows - 1`` of a scratch of ``rows + 1``, as SGLang numbers a verify's rows by batch position), so the kernel's
+    offsets reach those of a verify of ``rows`` requests (:func:`deployment_cases`). ``0``: the scratch holds the
+    batch alone."""
+
+    @property
+    def serial(self) -> bool:
+        """Holds GBs of GPU memory (a deployment-shape case): run one at a time."""
+        return bool(self.rows)
 
     @property
     def conv_dim(self) -> int:
@@ -84,8 +94,9 @@ class LinearCase(NestedCase):
     @property
     def shape(self) -> str:
         tp = f"-tp{self.tp}" if self.tp != 1 else ""
+        rows = f"-rows{self.rows}" if self.rows else ""
         return (f"h{self.key_heads}v{self.value_heads}d{self.head_dim}w{self.conv_kernel}"
-                f"-s{self.state_dtype}-io{self.io_dtype}{tp}")
+                f"-s{self.state_dtype}-io{self.io_dtype}{tp}{rows}")
 
     @property
     def is_chain(self) -> bool:
@@ -114,6 +125,9 @@ class LinearCase(NestedCase):
         if self.key_heads < 1 or self.value_heads < 1 or self.value_heads % self.key_heads:
             raise CaseError("value_heads", (self.key_heads, self.value_heads),
                             "positive head counts, value heads a multiple of key heads", "bad head geometry", where)
+        if self.rows and self.rows < self.verify.batch:
+            raise CaseError("rows", self.rows, f"at least the batch ({self.verify.batch})", "fewer rows than requests",
+                            where)
         self.verify.check()
         return self
 
@@ -193,8 +207,47 @@ def linear_cases(profile: str, full: bool = False) -> tuple[LinearCase, ...]:
     return tuple({c.id: c.check() for c in cases}.values())
 
 
+EVERY_LIMIT = ((31, "fp32"), (32, "fp32"), (31, "bf16"))
+"""The 2^31 and 2^32 element limits of the scratch's offsets, fp32 state; 2^31 in a bf16 state too (offsets count
+elements: the same rows, half the bytes)."""
+DEPLOYMENT_TREES = (((15, "spine", "deep", 2, None), EVERY_LIMIT),
+                    ((8, "spine", "deep", 2, "worker"), ((31, "fp32"),)),
+                    ((15, "random", "partial", 2, None), ((31, "fp32"),)))
+"""The deployment-shape cases' trees and the limits each is tried at: the field's spine budget 15 at every limit, budget
+8 in the worker's capacity 16 and a branching tree at 2^31; two requests each (the verify's last two)."""
+
+
+def deployment_rows(capacity: int, value_heads: int, head_dim: int, bits: int) -> int:
+    """The first verify size (requests, scratch rows ``0 .. n - 1``) whose last scratch element's offset,
+    ``n * C * HV * V * K - 1`` in one layer's ``[rows + 1, C, HV, V, K]`` scratch, is at least ``2^bits``."""
+    per = capacity * value_heads * head_dim * head_dim
+    return -(-((1 << bits) + 1) // per)
+
+
+@lru_cache(maxsize=2)
+def deployment_cases(model: str = "qwen3.5-27b") -> tuple[LinearCase, ...]:
+    """The verify at deployment sizes: for each tree of :data:`DEPLOYMENT_TREES` and each of its limits, the verify of the most requests whose scratch offsets stay below ``2^bits`` and of
+    the fewest that pass it (:func:`deployment_rows`; 171 requests at capacity 16 in the Qwen3.5 / 3.6-27B layer's
+    48 value heads), one GPU's layer. SGLang 0.5.23 widens the scratch row to 64 bits before it multiplies (its
+    kernel's own comment says why); a copy of the kernel that does not wraps there."""
+    layer = geometry(model)
+    out = []
+    for (b, t, p, bs, cap), limits in DEPLOYMENT_TREES:
+        tree = _tree(b, t, p, bs, _capacity(b, cap))
+        for bits, state in limits:
+            above = deployment_rows(tree.slots, layer["value_heads"], layer["head_dim"], bits)
+            for rows in (above - 1, above):
+                out.append(LinearCase(tree, state_dtype=state, io_dtype="bf16", rows=rows, **layer))
+    return tuple({c.id: c.check() for c in out}.values())
+
+
 def _cases(ctx: CaseContext) -> tuple:
     return linear_cases(ctx.attention_profile, ctx.profile == "full")
+
+
+def _verify_tree_cases(ctx: CaseContext) -> tuple:
+    """The verify's cases, and on the device profile its deployment-shape cases."""
+    return _cases(ctx) + (deployment_cases() if ctx.attention_profile == "device" else ())
 
 
 def conv_build(case: LinearCase) -> tuple:
@@ -215,7 +268,8 @@ GDN_VERIFY_TREE = _record(
     "gdn_verify_tree",
     "SGLang's Triton fused_sigmoid_gating_delta_rule_update in target verify with a parent table: each node's "
     "output and recurrent state from its parent's state, the scratch [slots + 1, C, HV, V, K] written per node, "
-    "the persistent state untouched")
+    "the persistent state untouched; at deployment sizes, the last requests of a verify past 2^31 / 2^32 scratch "
+    "elements", cases=_verify_tree_cases)
 GDN_VERIFY_CHAIN = _record(
     "gdn_verify_chain",
     "the same verify without a parent table (SGLang's Triton kernel; FlashInfer's gated_delta_rule_mtp where the "

@@ -25,7 +25,10 @@ VERIFY_TRITON = (Place(f"{OPS}.speculative.spec_tree", "verify_tree_greedy_trito
                  *VERIFY_TRITON_KERNEL)
 """``verify_tree_greedy`` on SGLang's Triton path (``sglang-triton``)."""
 
-VERIFY_CUDA = (Place(f"{OPS}.speculative.tree", "verify_tree_greedy", seen="0.5.22, 0.5.23"),)
-"""``verify_tree_greedy`` as SGLang's tvm-ffi JIT CUDA kernel (``sglang-cuda``)."""
+VERIFY_CUDA = (Place(f"{OPS}.speculative.tree", "verify_tree_greedy", seen="0.5.22, 0.5.23"),
+               Place("sgl_kernel", "verify_tree_greedy", seen="sgl-kernel 0.4 (releases before 0.5.22, rancy-ddtree)"))
+"""``verify_tree_greedy`` as SGLang's tvm-ffi JIT CUDA kernel (``sglang-cuda``), else sgl-kernel's prebuilt op of the
+same name and argument order, which releases before 0.5.22 and rancy-ddtree 398fc2c7 call
+(``srt/speculative/eagle_utils.py``, ``verify_tree_greedy_func``)."""
 VERIFY_CUDA_LOADER = (Place(f"{OPS}.speculative.tree", "_jit_tree_module", "loader", "0.5.22, 0.5.23"),)
 """The function whose call builds that kernel's JIT module (SGLang's ``load_jit``): the static tier runs it per arch."""
