@@ -106,3 +106,30 @@ def test_sglang_triton_interpret_matches_oracle_on_a_grid_slice(sglang_missing):
     for case in [c for c in grid() if c.budget in (8, 12)][::9]:
         v = run_verify(case, triton, CPU)
         assert v.outcome == "pass", (case.id, v.message)
+
+
+def test_a_check_that_gives_memory_back_keeps_its_fault_when_the_context_is_poisoned(monkeypatch):
+    """After a kernel's illegal memory access, giving the cache back raises too: the cell stays the kernel's fault
+    (its worker is then replaced), never the suite's error."""
+    import torch
+
+    from ddtree_compat.harness.calls import check
+
+    class Backend:
+        name = "b"
+
+    def poisoned():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", poisoned)
+
+    @check(release=True)
+    def kernel_faults(case, backend, device):
+        from ddtree_compat.harness.calls import kernel_running
+
+        with kernel_running():
+            poisoned()
+
+    verdict = kernel_faults(None, Backend(), "cpu")
+    assert verdict.outcome == "fault" and verdict.fault_class == "illegal-memory-access", verdict

@@ -153,11 +153,12 @@ def test_deployment_cases_sit_on_each_side_of_the_scratch_s_2_31_and_2_32_elemen
     from ddtree_compat.families.linear.records import deployment_cases, deployment_rows
 
     per = 16 * 48 * 128 * 128  # a scratch row of the Qwen3.5 / 3.6-27B layer at capacity 16
-    assert deployment_rows(16, 48, 128, 31) == 171 and deployment_rows(16, 48, 128, 32) == 342
-    for bits, rows in ((31, 171), (32, 342)):
+    assert deployment_rows(16, 48, 128, 31) == (170, 171, 172) and deployment_rows(16, 48, 128, 32) == (341, 342, 343)
+    for bits, (_, rows, start) in ((31, (170, 171, 172)), (32, (341, 342, 343))):
         assert rows * per - 1 >= 2 ** bits > (rows - 1) * per - 1  # the last element's offset passes at `rows`
+        assert (start - 1) * per >= 2 ** bits > (start - 2) * per  # the last row starts past it at `start`
     cases = deployment_cases()
-    assert {c.rows for c in cases} == {170, 171, 341, 342} and all(c.verify.batch == 2 and c.serial for c in cases)
+    assert {c.rows for c in cases} == {170, 171, 172, 341, 342, 343} and all(c.verify.batch == 2 and c.serial for c in cases)
     assert {(c.verify.budget, c.verify.slots) for c in cases} == {(15, 16), (8, 16)}
     assert all(c.id.endswith(f"-rows{c.rows}") for c in cases) and len({c.id for c in cases}) == len(cases)
 

@@ -217,26 +217,32 @@ DEPLOYMENT_TREES = (((15, "spine", "deep", 2, None), EVERY_LIMIT),
 8 in the worker's capacity 16 and a branching tree at 2^31; two requests each (the verify's last two)."""
 
 
-def deployment_rows(capacity: int, value_heads: int, head_dim: int, bits: int) -> int:
-    """The first verify size (requests, scratch rows ``0 .. n - 1``) whose last scratch element's offset,
-    ``n * C * HV * V * K - 1`` in one layer's ``[rows + 1, C, HV, V, K]`` scratch, is at least ``2^bits``."""
+def deployment_rows(capacity: int, value_heads: int, head_dim: int, bits: int) -> tuple[int, int, int]:
+    """The verify sizes (requests ``n``, scratch rows ``0 .. n - 1``) around ``2^bits`` in one layer's
+    ``[rows + 1, C, HV, V, K]`` scratch, a row being ``C * HV * V * K`` elements: the largest ``n`` whose every offset
+    stays below the limit, the first whose last element's offset reaches it (a kernel that forms the whole offset in
+    32 bits wraps there), and the first whose last row *starts* past it (one that multiplies the row index alone in
+    32 bits wraps there)."""
     per = capacity * value_heads * head_dim * head_dim
-    return -(-((1 << bits) + 1) // per)
+    last = -(-((1 << bits) + 1) // per)  # n * per - 1 >= 2^bits
+    start = -(-(1 << bits) // per) + 1  # (n - 1) * per >= 2^bits
+    return last - 1, last, start
 
 
 @lru_cache(maxsize=2)
 def deployment_cases(model: str = "qwen3.5-27b") -> tuple[LinearCase, ...]:
-    """The verify at deployment sizes: for each tree of :data:`DEPLOYMENT_TREES` and each of its limits, the verify of the most requests whose scratch offsets stay below ``2^bits`` and of
-    the fewest that pass it (:func:`deployment_rows`; 171 requests at capacity 16 in the Qwen3.5 / 3.6-27B layer's
-    48 value heads), one GPU's layer. SGLang 0.5.23 widens the scratch row to 64 bits before it multiplies (its
-    kernel's own comment says why); a copy of the kernel that does not wraps there."""
+    """The verify at deployment sizes: for each tree of :data:`DEPLOYMENT_TREES` and each of its limits, the verify
+    of the most requests whose scratch offsets stay below ``2^bits``, of the fewest whose last element passes it and
+    of the fewest whose last row starts past it (:func:`deployment_rows`: 170, 171 and 172 requests at capacity 16
+    in the Qwen3.5 / 3.6-27B layer's 48 value heads at 2^31), one GPU's layer. SGLang 0.5.23 widens the scratch row
+    to 64 bits before it multiplies (its kernel's own comment says why); a copy of the kernel that does not wraps
+    there."""
     layer = geometry(model)
     out = []
     for (b, t, p, bs, cap), limits in DEPLOYMENT_TREES:
         tree = _tree(b, t, p, bs, _capacity(b, cap))
         for bits, state in limits:
-            above = deployment_rows(tree.slots, layer["value_heads"], layer["head_dim"], bits)
-            for rows in (above - 1, above):
+            for rows in dict.fromkeys(deployment_rows(tree.slots, layer["value_heads"], layer["head_dim"], bits)):
                 out.append(LinearCase(tree, state_dtype=state, io_dtype="bf16", rows=rows, **layer))
     return tuple({c.id: c.check() for c in out}.values())
 
