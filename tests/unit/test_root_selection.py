@@ -65,3 +65,17 @@ def test_a_marker_run_that_selects_no_static_cell_names_the_real_cause(args, cau
                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     line = next(x for x in run.stdout.splitlines() if "FlashInfer's verify kernel" in x)
     assert cause in line and "--ddtree-backend" not in line, line
+
+
+@pytest.mark.long
+def test_the_suite_collects_where_the_interpreter_already_imported_a_sitecustomize(tmp_path):
+    """A Debian / Ubuntu system Python (and every venv made from it) imports /usr/lib/python3.X/sitecustomize.py at
+    start: the planted negative controls' module of that name must still load, or the collection error ends the whole
+    run (``pytest -m sm120`` at the root collected no cell). Here a sitecustomize on PYTHONPATH plays the system's."""
+    (tmp_path / "sitecustomize.py").write_text("SYSTEM = True\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), env.get("PYTHONPATH", "")]))
+    run = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider",
+                          "tests/e2e/test_planted.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "error" not in run.stdout.lower(), run.stdout[-1500:] + run.stderr[-1500:]
+    assert "test_one_bit_flipped_per_request_with_a_sibling" in run.stdout
