@@ -126,6 +126,18 @@ def limits(ran, beyond, cap: int) -> tuple[str, ...]:
     return (f"{len(beyond)} cells above --max-running-requests {cap} fail; first: {first}",)
 
 
+_ROWS = re.compile(r"-rows(\d+)")
+
+
+def requests_of(record) -> int | None:
+    """How many requests a cell stands for: a deployment-shape cell's batch, a linear-attention deployment case's
+    verify size (``-rows<N>``: its requests are the last of ``N``); ``None`` for the others."""
+    if _test_of(record) == "deployment":
+        return record.batch or 0
+    m = _ROWS.search(record.case_id or "")
+    return int(m.group(1)) if m else None
+
+
 def answer(plan: Plan, concern: Concern, records, replica_env: str = "") -> Answer:
     """One concern's answer from the records of a run (``replica_env``: the variables that replay an ``e2e`` cell,
     ``DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA=FILE``)."""
@@ -138,11 +150,13 @@ def answer(plan: Plan, concern: Concern, records, replica_env: str = "") -> Answ
     failed = [r for r in ran if r.outcome in FAILING]
     beyond_cap: tuple[str, ...] = ()
     cap = plan.max_running_requests
-    if concern.name == "deployment" and cap:
-        beyond = [r for r in failed if (r.batch or 0) > cap]
+    if cap:
+        beyond = [r for r in failed if (requests_of(r) or 0) > cap]
         if beyond:
-            failed = [r for r in failed if (r.batch or 0) <= cap]
-            beyond_cap = limits(ran, beyond, cap)
+            failed = [r for r in failed if (requests_of(r) or 0) <= cap]
+            beyond_cap = limits(ran, beyond, cap) if concern.name == "deployment" else (
+                f"{len(beyond)} cells of verifies of more than --max-running-requests {cap} requests fail; first: "
+                f"{_failure(min(beyond, key=requests_of))[:200]}",)
     where = plan.deployed.label() if plan.variants and concern.by_budget else ""
     note = f"; {concern.note}" if concern.note else ""
     if failed:

@@ -404,3 +404,19 @@ def test_a_replica_cell_that_fails_is_the_e2e_line_s_fail_with_its_replay():
     assert e2e.verdict == FAIL and "1 of 2 cells failed" in e2e.why
     assert e2e.first_failure.startswith("e2e · sglang · c4: zero-accept: accept length 1.00")
     assert e2e.replay == f"{env} python -m pytest '{node}'"
+
+
+def test_a_linear_deployment_case_beyond_the_configured_batch_is_a_limit():
+    plan = make_plan(field_serving(budget=15, max_running_requests=128), shape_of(QWEN36_27B), "sm90", device=True)
+    node = "tests/kernels/test_linear_attention.py::test_linear_attention[sm90-t-gdn_verify_tree-{}]"
+    case = "b15-spine-deep-bs2-h16v48d128w4-sfp32-iobf16-rows{}"
+
+    def rec(rows, outcome):
+        return ResultRecord(nodeid=node.format(case.format(rows)), kernel="gdn_verify_tree", backend="t",
+                            case_id=case.format(rows), tier="device", arch="sm90", outcome=outcome, budget=15)
+
+    linear = {a.concern.name: a for a in answers(plan, [rec(170, "pass"), rec(172, "fault")])}["linear"]
+    assert linear.verdict == PASS and linear.limits[0].startswith(
+        "1 cells of verifies of more than --max-running-requests 128 requests fail; first: gdn_verify_tree · t · "), linear
+    wide = make_plan(field_serving(budget=15, max_running_requests=256), shape_of(QWEN36_27B), "sm90", device=True)
+    assert {a.concern.name: a for a in answers(wide, [rec(170, "pass"), rec(172, "fault")])}["linear"].verdict == FAIL
