@@ -476,15 +476,14 @@ SCALE_SHAPE = ck.TinyShape(vocab_pad=ck.REAL_VOCAB - ck.TinyShape().vocab)
 def replica_servers(spec: "replica.Replica") -> list[ServerConfig]:
     """A replica's servers, phases aside (:func:`plan` adds them): its configuration with an always-agreeing draft,
     greedy, then once per temperature above 0 (judged by the law)."""
-    flags = tuple(f for f in spec.flags if f != DFLASH_ENABLE_DDTREE)
     if spec.algorithm == DDTREE:
         base = _ddtree(spec.budget, "always", spec.cuda_graph, block=spec.block_size)
     elif spec.algorithm == ck.DFLASH:
         base = _dflash(spec.block_size, "always", spec.cuda_graph,
-                       *((DFLASH_ENABLE_DDTREE,) if DFLASH_ENABLE_DDTREE in spec.flags else ()))
+                       *((DFLASH_ENABLE_DDTREE,) if spec.ddtree_in_dflash else ()))
     else:
         base = _spec(spec.algorithm, spec.topk, spec.steps, spec.draft_tokens, "always", spec.cuda_graph)
-    base = replace(base, id=f"replica-{base.id}", flags=base.flags + flags)
+    base = replace(base, id=f"replica-{base.id}", flags=base.flags + spec.flags)
     return [base if t == 0 else _sampled(base, Sampling(float(t))) for t in spec.temperatures]
 
 

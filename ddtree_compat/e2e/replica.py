@@ -2,8 +2,9 @@
 ``e2e`` line serves, :mod:`ddtree_compat.preflight`).
 
 A :class:`Replica` is written as JSON by preflight and named by ``DDTREE_E2E_REPLICA``; :func:`.configs.plan` of the
-``replica`` profile turns it into server configurations (:func:`.configs.replica_servers`) of the usual kinds (an always-agreeing draft, so accept
-lengths are exact and every token is judged against the target-only server), at the configuration's speculative
+``replica`` profile turns it into server configurations of the usual kinds (:func:`.configs.replica_servers`: an
+always-agreeing draft, so accept lengths are exact and every token is judged against the target-only server), at the
+configuration's speculative
 flags, attention backend, CUDA graphs, concurrency (its ``--max-running-requests``) and sampling, on a target of the
 model's vocabulary (the tiny code padded to it) and layer types (the hybrid class for a Qwen3.5 / Qwen3-Next model).
 
@@ -54,6 +55,7 @@ class Replica:
         temperatures: ``0`` for greedy, ``1`` for ``T = 1`` (judged by the law).
         vocab: the served vocabulary (the model's).
         hybrid: the target is the Qwen3.5 family's hybrid class.
+        ddtree_in_dflash: DDTree inside the DFlash worker (``--speculative-dflash-enable-ddtree``, a DFLASH replica).
         not_mirrored: what the replica cannot be, in words.
     """
 
@@ -70,9 +72,11 @@ class Replica:
     temperatures: tuple[float, ...] = (0.0,)
     vocab: int = 512
     hybrid: bool = False
+    ddtree_in_dflash: bool = False
     not_mirrored: tuple[str, ...] = field(default=(), compare=False)
 
     def save(self, path: str | Path) -> Path:
+        """Write the replica as JSON to ``path`` (what :data:`ENV` names); returns the path."""
         path = Path(path)
         path.write_text(json.dumps(asdict(self)))
         return path
@@ -140,8 +144,6 @@ def from_serving(serving, model, temperatures: tuple[float, ...]) -> tuple[Repli
             not_mirrored.append(f"{name} {' '.join(values)} (a flag of several values)")
         else:
             flags.append(f"{name}={values[0]}" if values else name)
-    if serving.ddtree_in_dflash:
-        flags.insert(0, "--speculative-dflash-enable-ddtree")
     tp = int(serving.get("tp_size", 1) or 1)
     if tp > 1:
         not_mirrored.append(f"--tp {tp} (the replica serves on one GPU)")
@@ -163,4 +165,5 @@ def from_serving(serving, model, temperatures: tuple[float, ...]) -> tuple[Repli
     return Replica(algo, serving.budget if algo == "DDTREE" else None, serving.block_size,
                    steps if algo in ("EAGLE", "STANDALONE") else None, topk if algo in ("EAGLE", "STANDALONE") else None,
                    draft_tokens if algo in ("EAGLE", "STANDALONE") else None, serving.graphs, attention, tuple(flags),
-                   conc, temperatures, max(model.vocab, base.vocab), model.hybrid, tuple(not_mirrored)), ""
+                   conc, temperatures, max(model.vocab, base.vocab), model.hybrid, serving.ddtree_in_dflash,
+                   tuple(not_mirrored)), ""

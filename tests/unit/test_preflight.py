@@ -420,3 +420,19 @@ def test_a_linear_deployment_case_beyond_the_configured_batch_is_a_limit():
         "1 cells of verifies of more than --max-running-requests 128 requests fail; first: gdn_verify_tree · t · "), linear
     wide = make_plan(field_serving(budget=15, max_running_requests=256), shape_of(QWEN36_27B), "sm90", device=True)
     assert {a.concern.name: a for a in answers(wide, [rec(170, "pass"), rec(172, "fault")])}["linear"].verdict == FAIL
+
+
+def test_ddtree_inside_the_dflash_worker_is_its_own_replica(monkeypatch, tmp_path):
+    from ddtree_compat.e2e import configs
+    from ddtree_compat.e2e.replica import ENV
+
+    serving = Serving(("--speculative-algorithm", "DFLASH", "--speculative-dflash-enable-ddtree",
+                       "--speculative-dflash-block-size", "16"),
+                      {"speculative_algorithm": "DFLASH", "speculative_dflash_enable_ddtree": True,
+                       "speculative_dflash_block_size": 16, "max_running_requests": 4, "disable_cuda_graph": True})
+    rep = make_plan(serving, shape_of(QWEN3_8B), "sm90", sampling=("greedy",), device=True).replica
+    assert (rep.algorithm, rep.ddtree_in_dflash, rep.flags, rep.block_size) == ("DFLASH", True, (), 16)
+    monkeypatch.setenv(ENV, str(rep.save(tmp_path / "r.json")))
+    servers = configs.plan("replica", configs.shape_for("replica"))
+    assert [c.id for c in servers] == ["target", "replica-dflash-ddtree-n16-always-eager-attn-default"]
+    assert servers[1].dflash_ddtree and servers[1].flags == ("--speculative-dflash-enable-ddtree",)

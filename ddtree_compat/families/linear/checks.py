@@ -271,11 +271,9 @@ def deployment_fit(run):
     def wrapped(case: LinearCase, backend, target, **options):
         if not case.rows:
             return run(case, backend, target, **options)
+        from ...sizes import gib
         from ...outcomes import Verdict
         from ...tiers import DEVICE_ONLY
-
-        def gib(n: int) -> str:
-            return f"{n / 2 ** 30:.1f} GiB"
 
         device = str(target if isinstance(target, str) else target.device)
         need = scratch_nbytes(case)

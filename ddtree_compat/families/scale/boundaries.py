@@ -41,6 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ...sizes import gib  # noqa: F401 - the scale family's messages name sizes with it
+
 LIMITS = (31, 32)
 """The offsets' widths checked: a signed (2^31) and an unsigned (2^32) 32-bit offset."""
 MAX_BATCH = 4096
@@ -220,8 +222,3 @@ def derived(kernel: str, vocabs=VOCABS, budgets=BUDGETS, contexts=CONTEXTS,
             max_batch: int = MAX_BATCH) -> list[Boundary]:
     """Every boundary cell of ``kernel`` over the deployment dimensions it depends on."""
     return [b for s in KERNELS[kernel].shapes(vocabs, budgets, contexts) for b in boundaries(kernel, s, max_batch)]
-
-
-def gib(nbytes: int) -> str:
-    """``16.0 GiB``, ``3.2 MiB``."""
-    return f"{nbytes / 2 ** 30:.1f} GiB" if nbytes >= 2 ** 30 else f"{nbytes / 2 ** 20:.1f} MiB"
