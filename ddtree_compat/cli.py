@@ -239,7 +239,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
                f"--ddtree-tier={tier}", f"--ddtree-profile={args.profile}", f"--ddtree-results={results}",
                f"--ddtree-cases-dir={out_dir / (stem + sweep_files.CASES)}", *dist, "--max-worker-restart=100000",
-               f"--timeout={args.timeout}", "--timeout-method=thread", *args.pytest_args]
+               f"--timeout={args.timeout}", "--timeout-method=thread",
+               "--continue-on-collection-errors",  # a file that cannot be collected is recorded; the rest runs
+               *args.pytest_args]
         if args.resume:
             cmd.append("--ddtree-resume")
         if args.sanitize:

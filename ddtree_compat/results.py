@@ -1,6 +1,6 @@
 """The durable results file: JSON lines, appended and flushed as each cell finishes.
 
-Five kinds of line, each a JSON object with ``"kind"``:
+Six kinds of line, each a JSON object with ``"kind"``:
 
 * ``env``: one per writing process: ``env_id``, host, GPUs (name, arch, compute capability), the
   process's ``CUDA_VISIBLE_DEVICES`` (one xdist worker per GPU: one ``env`` line per device), driver,
@@ -12,6 +12,9 @@ Five kinds of line, each a JSON object with ``"kind"``:
   ``result`` after it marks a cell whose process died (see :mod:`ddtree_compat.isolation`).
 * ``result``: one per cell: :class:`ResultRecord` fields, with the ``env_id`` of its process.
 * ``repair``: a torn last line cut before appending (``at_byte``, ``cut_bytes``, the first bytes cut).
+* ``collect_error``: a test file the session could not collect (``path``, ``error``: the exception's last line),
+  so that none of its cells ran. It is the suite's own error (a missing dependency, a broken import), never a
+  kernel's: readers say so instead of "no cell" (:attr:`Results.collect_errors`).
 
 A line is whole when its ``\n`` is written. A writer killed mid-line (or a host that crashed before the page
 cache reached the disk) leaves a *torn* last line: readers leave it out and say so (:class:`Torn`), and the
@@ -281,6 +284,11 @@ class ResultsWriter:
         self._write({"kind": "plan", "cells": cells, "env_id": self.env["env_id"], "time": time.time(),
                      "pid": os.getpid()})
 
+    def collect_error(self, path: str, error: str) -> None:
+        """Append a ``collect_error`` line: the test file ``path`` could not be collected (``error``: why)."""
+        self._write({"kind": "collect_error", "path": path, "error": error, "env_id": self.env["env_id"],
+                     "time": time.time(), "pid": os.getpid()})
+
 
 def _write_lines(fd: int, lines: Iterable[dict]) -> None:
     data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
@@ -378,6 +386,7 @@ class Results:
         planned: cells the runs' sessions selected (their latest ``plan`` line per host, device and tier; 0
             where no session said: files written before plan lines existed).
         done: how many of those have a result line.
+        collect_errors: the test files a session could not collect, once each: ``(path, error)``.
     """
 
     envs: dict[str, dict]
@@ -388,6 +397,7 @@ class Results:
     repairs: list[dict] = field(default_factory=list)
     planned: int = 0
     done: int = 0
+    collect_errors: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def partial(self) -> bool:
@@ -441,7 +451,7 @@ def _read_text(path: str | os.PathLike) -> str:
 
 _NAMES = {f.name for f in fields(ResultRecord)}
 _REQUIRED = {f.name for f in fields(ResultRecord) if f.default is MISSING and f.default_factory is MISSING}
-KINDS = ("env", "plan", "start", "result", "repair")
+KINDS = ("env", "plan", "start", "result", "repair", "collect_error")
 """The line kinds of a results file (the module's docstring says what each holds)."""
 
 
@@ -673,6 +683,10 @@ def load(paths: Iterable[str | os.PathLike]) -> Results:
                 plans.append(obj)
             elif obj["kind"] == "repair":
                 out.repairs.append({**obj, "path": str(path)})
+            elif obj["kind"] == "collect_error":
+                error = (str(obj.get("path", "?")), str(obj.get("error", "")))
+                if error not in out.collect_errors:  # each xdist worker collects, and says so, on its own
+                    out.collect_errors.append(error)
     if not records:
         raise ResultsFileError("result", None, "at least one result line", "no cells in " + ", ".join(map(str, paths)))
     out.planned, out.done = _completion(envs, records, plans)

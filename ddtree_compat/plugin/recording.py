@@ -16,6 +16,27 @@ from .cells import (CELL, OUTCOME_PROPERTY, TIER_PROPERTY, Cell, coordinates, is
 from .session import active
 
 
+def collect_error_of(report: pytest.CollectReport) -> str:
+    """Why a test file could not be collected, in one line: the exception's own last line
+    (``ModuleNotFoundError: No module named 'covertable'``)."""
+    text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = [line[1:].strip() for line in lines if line.startswith("E ")]
+    return (raised or lines or ["no reason given"])[-1][:300]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """A test file that failed to collect is recorded (a ``collect_error`` line): none of its cells ran, and the
+    reports and preflight say why instead of "no cell"."""
+    report = (yield).get_result()
+    if not report.failed or not isinstance(collector, pytest.File):
+        return
+    sess = active(collector.config)
+    if sess is not None and sess.writer is not None and not collector.config.option.collectonly:
+        sess.writer.collect_error(report.nodeid or str(collector.path), collect_error_of(report))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The ``plan`` line of a process that collected (an xdist worker, or a run without xdist): the cells selected,

@@ -223,8 +223,12 @@ def run(args) -> int:
     from ..results import load
 
     spec = out_dir / f"{stem}-replica.json"
-    result = answers(plan, load([results]).records,
-                     f"DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA={spec}" if spec.exists() else "")
+    loaded = load([results])
+    result = answers(plan, loaded.records,
+                     f"DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA={spec}" if spec.exists() else "",
+                     loaded.collect_errors)
     print(render(plan, result, []), end="")
+    for path, error in loaded.collect_errors:
+        print(f"the suite could not collect {path}: {error} (its cells did not run; the log: {log})")
     print(f"results: {results} (report {results.with_suffix('.md')}); {time.time() - start:.0f}s")
     return int(exit_status(result))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..exitcodes import Exit
 from ..outcomes import FAILED
@@ -138,9 +139,29 @@ def requests_of(record) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def answer(plan: Plan, concern: Concern, records, replica_env: str = "") -> Answer:
+ROOT = Path(__file__).resolve().parents[2]
+"""The checkout preflight runs from: where the sweep's test files (the paths of ``collect_error`` lines) are."""
+
+
+def _uncollected(concern: Concern, collect_errors) -> list[tuple[str, str]]:
+    """The test files that could not be collected and define one of ``concern``'s tests (a file that cannot be
+    read is taken to: its cells are missing either way)."""
+    out = []
+    for path, error in collect_errors:
+        try:
+            text = (ROOT / path).read_text()
+        except OSError:
+            text = None
+        if text is None or any(re.search(rf"^\s*def {re.escape(t)}\(", text, re.M) for t in concern.tests):
+            out.append((path, error))
+    return out
+
+
+def answer(plan: Plan, concern: Concern, records, replica_env: str = "",
+           collect_errors: tuple[tuple[str, str], ...] = ()) -> Answer:
     """One concern's answer from the records of a run (``replica_env``: the variables that replay an ``e2e`` cell,
-    ``DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA=FILE``)."""
+    ``DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA=FILE``; ``collect_errors``: the test files the run could not
+    collect, ``(path, error)``: a concern they leave without a cell says so)."""
     if concern.unchecked:
         return Answer(concern, NOT_CHECKED, concern.unchecked)
     mine = [r for r in records if _belongs(r, concern)]
@@ -171,6 +192,10 @@ def answer(plan: Plan, concern: Concern, records, replica_env: str = "") -> Answ
         why = f"{len(failed)} of {len(ran)} cells failed at {where or 'this configuration'}{note}"
         replay = _replay(first, replica_env if concern.name == "e2e" else "")
         return Answer(concern, FAIL, why, _failure(first), replay, tuple(suggestions), counts, beyond_cap)
+    missing = _uncollected(concern, collect_errors) if not ran else []
+    if missing:
+        files = "; ".join(f"{path} ({error})" for path, error in missing)
+        return Answer(concern, NOT_CHECKED, f"the suite could not collect {files}: none of its cells ran", counts=counts)
     if not ran:
         skips = sorted({(r.message or "no reason given").splitlines()[0][:160] for r in deployed}, key=len)
         more = f" (and {len(skips) - 1} other reasons)" if len(skips) > 1 else ""
@@ -183,8 +208,9 @@ def answer(plan: Plan, concern: Concern, records, replica_env: str = "") -> Answ
     return Answer(concern, PASS, why + note, counts=counts, limits=beyond_cap)
 
 
-def answers(plan: Plan, records, replica_env: str = "") -> list[Answer]:
-    return [answer(plan, c, records, replica_env) for c in plan.concerns]
+def answers(plan: Plan, records, replica_env: str = "", collect_errors=()) -> list[Answer]:
+    """Every concern's :func:`answer`, in the plan's order."""
+    return [answer(plan, c, records, replica_env, tuple(collect_errors)) for c in plan.concerns]
 
 
 def exit_status(result: list[Answer]) -> Exit:

@@ -95,6 +95,9 @@ def _no_cell(family: str, results: Results) -> str:
         return said[0] if said else "no DDTree implementation in these results (--ddtree-impl PATH), or " + SELECTION
     if family == STATIC:
         return f"no static cell (--ddtree-static off, or {SELECTION})"
+    if results.collect_errors:
+        files = ", ".join(path for path, _ in results.collect_errors)
+        return f"no cell: the suite could not collect {files} (its line above says why), or {SELECTION}"
     return f"no cell ({SELECTION})"
 
 
@@ -113,6 +116,7 @@ class Untested:
 
 
 NOT_TESTED = "not tested"
+NOT_COLLECTED = "not collected"
 
 
 def not_tested(s: Summary) -> list[str]:
@@ -129,7 +133,8 @@ def untested(s: Summary) -> list[Untested]:
     (:data:`ddtree_compat.records.FAMILIES`); the e2e tier only when it has cells)."""
     FAMILIES = records.FAMILIES
     by_family, by_backend = _grouped(s.records, family_of), _grouped(s.records, lambda r: r.backend)
-    lines: list[Untested] = []
+    lines = [Untested(path, NOT_COLLECTED, f"{error} (the suite's own error: none of its cells ran)")
+             for path, error in s.results.collect_errors]
     families = [*FAMILIES, *sorted(set(by_family) - {*FAMILIES, STATIC, E2E}), STATIC,
                 *([E2E] if by_family.get(E2E) else [])]
     for family in families:

@@ -178,3 +178,21 @@ atexit.register(lambda: print(f"frozen objects at exit: {gc.get_freeze_count()}"
     assert "raised in __del__ of garbage left at the session's end" in out
     frozen = [int(line.rsplit(" ", 1)[1]) for line in result.outlines if line.startswith("frozen objects at exit")]
     assert frozen and frozen[0] > 10000, frozen
+
+
+def test_a_test_file_that_fails_to_collect_is_recorded_and_reported_as_the_suites_own_error(pytester, verify_suite):
+    """A test file whose import fails (a dependency missing on the host) leaves a ``collect_error`` line; the report
+    says the file was not collected and why, never that its family was "left out of the selection"."""
+    from ddtree_compat.report.coverage import not_tested
+    from ddtree_compat.report.summary import summarize
+    from ddtree_compat.results import load
+
+    pytester.makepyfile(test_broken="import a_module_this_host_lacks\n\ndef test_never():\n    pass\n")
+    run(pytester, "--ddtree-case", str(verify_suite), "--ddtree-results=r.jsonl", "--continue-on-collection-errors")
+    loaded = load([pytester.path / "r.jsonl"])
+    assert loaded.collect_errors == [("test_broken.py", "ModuleNotFoundError: No module named "
+                                                        "'a_module_this_host_lacks'")]
+    lines = not_tested(summarize(loaded))
+    assert lines[0] == ("test_broken.py: not collected — ModuleNotFoundError: No module named "
+                        "'a_module_this_host_lacks' (the suite's own error: none of its cells ran)")
+    assert any("the suite could not collect test_broken.py" in line for line in lines[1:]), lines

@@ -436,3 +436,20 @@ def test_ddtree_inside_the_dflash_worker_is_its_own_replica(monkeypatch, tmp_pat
     servers = configs.plan("replica", configs.shape_for("replica"))
     assert [c.id for c in servers] == ["target", "replica-dflash-ddtree-n16-always-eager-attn-default"]
     assert servers[1].dflash_ddtree and servers[1].flags == ("--speculative-dflash-enable-ddtree",)
+
+
+def test_a_test_file_the_sweep_could_not_collect_is_named_on_the_lines_it_empties():
+    """On a host lacking one of the suite's own dependencies, the DDTree and sampling test files failed to collect:
+    their lines name the file and the import error, not "no cell of it exists"; lines of other files are untouched."""
+    plan = make_plan(field_serving(8), shape_of(QWEN36_27B), "sm90", sampling=("greedy", "temperature=1"),
+                     has_ddtree=True, ddtree_name="rancy-ddtree-v2")
+    rows = [_row("test_verify_tree_greedy", "verify_tree_greedy", 8, 16, "cap16", "pass")]
+    error = "ModuleNotFoundError: No module named 'covertable'"
+    lost = [("tests/kernels/test_ddtree.py", error), ("tests/kernels/test_sampling.py", error)]
+    result = {a.concern.name: a for a in answers(plan, rows, collect_errors=lost)}
+    assert result["ddtree"].verdict == NOT_CHECKED
+    assert result["ddtree"].why == (f"the suite could not collect tests/kernels/test_ddtree.py ({error}): none of its "
+                                    "cells ran")
+    assert result["sampling"].verdict == NOT_CHECKED and "tests/kernels/test_sampling.py" in result["sampling"].why
+    assert result["verify"].verdict == PASS
+    assert "could not collect" not in result["attention"].why  # its file was collected: its own reason stands
