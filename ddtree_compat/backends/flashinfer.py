@@ -4,7 +4,11 @@ with top-k > 1): backend ``fa2``, layout ``NHD``, the tree as a custom mask that
 (``segment_packbits``), ``sm_scale`` at plan time. SGLang picks this backend by default on sm120 (and on
 most archs when FlashInfer imports); see ``docs/verify-attention.md``.
 
-Two kernels, both judged by the attention family's oracle and checks:
+It also answers the linear-attention family's ``gdn_verify_chain`` (a verify of top-k 1 on a hybrid target)
+through SGLang's own ``FlashInferGDNKernel.target_verify``: FlashInfer's ``gated_delta_rule_mtp``, which SGLang
+runs on SM90 (fp32 state pool) and SM100 (bf16 state pool) and nowhere else; it takes no tree.
+
+Two attention kernels, both judged by the attention family's oracle and checks:
 
 * ``verify_attention``: plan, then run, on the case's buffers.
 * ``verify_attention_graph``: the CUDA-graph wrapper (``use_cuda_graph=True``, fixed index, mask and
@@ -26,12 +30,37 @@ from ..contract import AdapterError, Backend, KernelImpl, locate
 from ..families.attention.paging import PagedLayout, paged_layout
 from ..families.attention.places import FLASHINFER_PREFILL as PLACES
 from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
+from ..families.linear.places import FLASHINFER_GDN
+from ..families.linear.records import GDN_VERIFY_CHAIN
 from ..static.kernels import FLASHINFER_VERIFY_ATTENTION
 
 WORKSPACE_BYTES = 384 << 20  # SGLang's default flashinfer workspace (SGLANG_FLASHINFER_WORKSPACE_SIZE; 512 MB for
 # Qwen-family targets): split-KV partial outputs of long prefixes need over 128 MB (h32 d128, prefix 1000, bs 3)
 FLASHINFER_BACKEND = "fa2"  # what SGLang's flashinfer backend asks for in target verify (prefill_backend)
 WHAT = "FlashInfer's BatchPrefillWithPagedKVCacheWrapper (fa2, NHD, custom mask)"
+GDN_WHAT = "FlashInfer's gated_delta_rule_mtp through SGLang's FlashInferGDNKernel.target_verify"
+GDN_STATE = {9: "fp32", 10: "bf16"}
+"""The state pool dtype SGLang pairs with FlashInfer's GDN kernels per arch major (``flashinfer_gdn_prefill_default``:
+SM90's fused Hopper kernel on fp32, SM100's on bf16); other archs run SGLang's Triton kernel."""
+
+
+def _refuse_gdn(target, case) -> str | None:
+    """What SGLang never sends to FlashInfer's GDN verify: another arch, the other state dtype, a deployment-rows
+    case (FlashInfer writes the scratch rows in batch order: the last requests of a verify of ``rows`` cannot be
+    run alone)."""
+    from ..arch import parse_arch
+
+    major = parse_arch(target.arch)[0] if target.arch else 0
+    if major not in GDN_STATE:
+        return (f"SGLang runs FlashInfer's GDN verify on SM90 and SM100 only (FlashInferGDNKernel."
+                f"supports_target_verify); {target.arch} runs the Triton kernel")
+    if case.state_dtype != GDN_STATE[major]:
+        return (f"SGLang pairs FlashInfer's GDN kernels on {target.arch} with a {GDN_STATE[major]} state pool "
+                f"(--mamba-ssm-dtype); a {case.state_dtype} pool runs the Triton kernel")
+    if case.rows:
+        return (f"FlashInfer writes verify scratch rows in batch order: the last {case.verify.batch} requests of a "
+                f"verify of {case.rows} cannot run alone")
+    return None
 
 
 def graph_layouts(k, v, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices, custom_mask, mask_indptr, n: int,
@@ -107,10 +136,31 @@ class FlashInferBackend(Backend):
     implements = (
         KernelImpl(VERIFY_ATTENTION, "cuda", WHAT, places=PLACES, static=(FLASHINFER_VERIFY_ATTENTION,)),
         KernelImpl(GRAPH_KERNEL, "cuda", WHAT + " in a CUDA graph", places=PLACES),
+        KernelImpl(GDN_VERIFY_CHAIN.name, "cuda", GDN_WHAT, places=FLASHINFER_GDN, refuse=_refuse_gdn),
     )
 
     def __init__(self):
         self._workspaces = {}  # device -> the float workspace, one per device as SGLang keeps one
+        self._gdn = None  # SGLang's FlashInferGDNKernel, made once as its GDN backend makes it
+
+    def gdn_verify_chain(self, A_log, dt_bias, q, k, v, a, b, *, ssm_states, cache_indices, query_start_loc,
+                         intermediate_states_buffer, intermediate_state_indices, cache_steps):
+        """``FlashInferGDNKernel().target_verify(...)`` with no parent table, as SGLang's GDN backend calls it at
+        top-k 1. Buffers FlashInfer would not take (a state pool or scratch off its 32-byte alignment, which makes
+        SGLang fall back to Triton) are the adapter's error: the column would not be FlashInfer's."""
+        if self._gdn is None:
+            cls, _ = locate(FLASHINFER_GDN)
+            self._gdn = cls()
+        aligned = getattr(self._gdn, "_mutable_inputs_are_aligned", None)
+        if aligned is not None and not aligned(("ssm_states", ssm_states),
+                                               ("intermediate_states_buffer", intermediate_states_buffer)):
+            raise AdapterError("flashinfer adapter: the state pool or scratch is not 32-byte aligned: SGLang would "
+                               "run the Triton kernel instead")
+        return self._gdn.target_verify(A_log, dt_bias, q, k, v, a, b, ssm_states=ssm_states,
+                                       cache_indices=cache_indices, query_start_loc=query_start_loc,
+                                       intermediate_states_buffer=intermediate_states_buffer,
+                                       intermediate_state_indices=intermediate_state_indices,
+                                       cache_steps=cache_steps, retrieve_parent_token=None)
 
     def _workspace(self, device):
         import torch

@@ -186,3 +186,23 @@ def test_poison_kept_names_a_write_outside_the_entries_the_verify_writes():
         "scratch: 1 element(s) written where the verify must leave them (first in layer 0, row 1)"]
     g.view[0, 1, 0, 1] = float("nan")  # a computed NaN is not the poison
     assert poison_kept("scratch", g, [(0, 2, 2)]) != []
+
+
+def test_flashinfer_s_gdn_column_takes_only_what_sglang_sends_it():
+    """SGLang runs FlashInfer's GDN verify on SM90 with an fp32 state pool and on SM100 with bf16, on chains; every
+    other cell of the column is a skip saying which kernel SGLang runs there instead."""
+    from dataclasses import replace
+
+    from ddtree_compat.backends.flashinfer import _refuse_gdn
+    from ddtree_compat.families.linear.records import deployment_cases
+    from ddtree_compat.tiers import Target
+
+    case = next(c for c in linear_cases("device") if c.state_dtype == "fp32" and not c.rows)
+    sm90, sm100, sm120 = (Target("device", "cuda:0", arch, "gpu") for arch in ("sm90", "sm100", "sm120"))
+    assert _refuse_gdn(sm90, case) is None
+    assert "SM90 and SM100 only" in _refuse_gdn(sm120, case) and "Triton" in _refuse_gdn(sm120, case)
+    assert "bf16 state pool" in _refuse_gdn(sm100, case)
+    assert _refuse_gdn(sm100, replace(case, state_dtype="bf16")) is None
+    assert "fp32 state pool" in _refuse_gdn(sm90, replace(case, state_dtype="bf16"))
+    rows = next(c for c in deployment_cases() if c.state_dtype == "fp32")
+    assert "batch order" in _refuse_gdn(sm90, rows)
