@@ -208,10 +208,13 @@ def run(args) -> int:
                 _start_own(own, own_results, own_log, cases_dir, env, failing).join()
             elif beside is not None:
                 beside.join()
+    replica_stop = ""
     if any(c.name == "e2e" for c in plan.runs()) and (out_dir / f"{stem}.jsonl").exists():
         print(f"serving the replica (e2e tier); log: {out_dir / (stem + '-e2e.log')}", flush=True)
-        _serve_replica(plan, out_dir / f"{stem}.jsonl", out_dir, stem, {**_launch_env(impl), **(
+        served = _serve_replica(plan, out_dir / f"{stem}.jsonl", out_dir, stem, {**_launch_env(impl), **(
             {"DDTREE_IMPLS": str(impl.package)} if impl is not None else {})})
+        if served == 124:
+            replica_stop = f"the replica stopped after {E2E_S} s (DDTREE_PREFLIGHT_E2E_S) before every cell ran"
     results = out_dir / f"{stem}.jsonl"
     if not results.exists():
         print(f"the sweep wrote no results (exit {status}); its log: {log}", file=sys.stderr)
@@ -226,7 +229,7 @@ def run(args) -> int:
     loaded = load([results])
     result = answers(plan, loaded.records,
                      f"DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA={spec}" if spec.exists() else "",
-                     loaded.collect_errors)
+                     loaded.collect_errors, replica_stop)
     print(render(plan, result, []), end="")
     for path, error in loaded.collect_errors:
         print(f"the suite could not collect {path}: {error} (its cells did not run; the log: {log})")

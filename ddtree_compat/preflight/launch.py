@@ -41,6 +41,8 @@ try:
     sa = prepare_server_args(argv)
 except SystemExit as e:  # argparse's own error: its message is on stderr already
     print("DDTREE_LAUNCH " + json.dumps({"rejected": True, "status": e.code})); raise SystemExit(0)
+except ImportError as e:  # a module SGLang imports while it reads the flags: this Python's, not the user's flags
+    print("DDTREE_LAUNCH " + json.dumps({"broken": f"{type(e).__name__}: {e}"[:400]})); raise SystemExit(0)
 except Exception as e:
     print("DDTREE_LAUNCH " + json.dumps({"rejected": True, "message": f"{type(e).__name__}: {e}"[:600]}))
     raise SystemExit(0)
@@ -181,6 +183,9 @@ def read_launch(argv: list[str], python: str = sys.executable, env: dict | None 
     got = json.loads(line[len("DDTREE_LAUNCH "):])
     if "import_error" in got:
         raise LaunchError(f"no SGLang to read the launch flags with here ({got['import_error']})")
+    if "broken" in got:
+        raise LaunchError(f"SGLang could not read the launch flags in this Python ({got['broken']}): a module it "
+                          "imports is missing or of another version here; the flags themselves were not judged")
     if got.get("rejected"):
         said = [ln for ln in proc.stderr.strip().splitlines() if "error:" in ln]
         raise LaunchError("SGLang rejected the launch flags: " + (said[-1].split("error:", 1)[1].strip() if said

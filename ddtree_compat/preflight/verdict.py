@@ -157,11 +157,30 @@ def _uncollected(concern: Concern, collect_errors) -> list[tuple[str, str]]:
     return out
 
 
+TARGET_ONLY = "sglang-target"
+"""The e2e backend of the replica's target-only server (``sglang-target@<build>``): the reference its speculative
+servers are judged against, never an answer about the configuration itself."""
+
+
+def _speculative(record) -> bool:
+    return not record.backend.startswith(TARGET_ONLY)
+
+
+def _replica_unanswered(concern: Concern, ran, counts: dict, stop: str) -> Answer:
+    """The ``e2e`` line when no cell failed but the configuration's own servers did not all answer: the replica was
+    stopped at its time limit, or only its target-only reference ran. Never a ``PASS``."""
+    spec = sum(map(_speculative, ran))
+    done = f"{spec} cells of its speculative servers and {len(ran) - spec} of the target-only reference passed"
+    why = f"{stop}: {done}" if stop else f"no cell of the configuration's speculative servers ran ({done})"
+    return Answer(concern, NOT_CHECKED, why, counts=counts)
+
+
 def answer(plan: Plan, concern: Concern, records, replica_env: str = "",
-           collect_errors: tuple[tuple[str, str], ...] = ()) -> Answer:
+           collect_errors: tuple[tuple[str, str], ...] = (), replica_stop: str = "") -> Answer:
     """One concern's answer from the records of a run (``replica_env``: the variables that replay an ``e2e`` cell,
     ``DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA=FILE``; ``collect_errors``: the test files the run could not
-    collect, ``(path, error)``: a concern they leave without a cell says so)."""
+    collect, ``(path, error)``: a concern they leave without a cell says so; ``replica_stop``: why the replica
+    stopped before every cell ran, ``""`` when it finished)."""
     if concern.unchecked:
         return Answer(concern, NOT_CHECKED, concern.unchecked)
     mine = [r for r in records if _belongs(r, concern)]
@@ -192,6 +211,8 @@ def answer(plan: Plan, concern: Concern, records, replica_env: str = "",
         why = f"{len(failed)} of {len(ran)} cells failed at {where or 'this configuration'}{note}"
         replay = _replay(first, replica_env if concern.name == "e2e" else "")
         return Answer(concern, FAIL, why, _failure(first), replay, tuple(suggestions), counts, beyond_cap)
+    if concern.name == "e2e" and (replica_stop or not any(_speculative(r) for r in ran)):
+        return _replica_unanswered(concern, ran, counts, replica_stop)
     missing = _uncollected(concern, collect_errors) if not ran else []
     if missing:
         files = "; ".join(f"{path} ({error})" for path, error in missing)
@@ -208,9 +229,9 @@ def answer(plan: Plan, concern: Concern, records, replica_env: str = "",
     return Answer(concern, PASS, why + note, counts=counts, limits=beyond_cap)
 
 
-def answers(plan: Plan, records, replica_env: str = "", collect_errors=()) -> list[Answer]:
+def answers(plan: Plan, records, replica_env: str = "", collect_errors=(), replica_stop: str = "") -> list[Answer]:
     """Every concern's :func:`answer`, in the plan's order."""
-    return [answer(plan, c, records, replica_env, tuple(collect_errors)) for c in plan.concerns]
+    return [answer(plan, c, records, replica_env, tuple(collect_errors), replica_stop) for c in plan.concerns]
 
 
 def exit_status(result: list[Answer]) -> Exit:

@@ -146,6 +146,11 @@ def test_launch_flags_go_through_a_stand_in_server_args(tmp_path):
     assert (s.algorithm, s.budget, s.attention_backend, s.page_size, s.resolved) == ("DDTREE", 12, "triton", 1, True)
     with pytest.raises(launch.LaunchError, match="unrecognized arguments: --nope"):
         read_launch(["--nope"], env=env)
+    (tmp_path / "sglang" / "srt" / "server_args.py").write_text(
+        "def prepare_server_args(argv):\n    from sgl_kernel import fp8_blockwise_scaled_mm\n")
+    with pytest.raises(launch.LaunchError, match=r"could not read the launch flags in this Python \((ModuleNotFound|"
+                                                 r"Import)Error.*sgl_kernel.*the flags themselves were not judged"):
+        read_launch(["--model-path", "m"], env=env)  # SGLang's own import, not a flag: never "rejected"
     script = tmp_path / "serve.sh"
     script.write_text("python -m sglang.launch_server --model-path m \\\n  --speculative-ddtree-budget 8  # field\n")
     assert from_file(script) == ["--model-path", "m", "--speculative-ddtree-budget", "8"]
@@ -453,3 +458,25 @@ def test_a_test_file_the_sweep_could_not_collect_is_named_on_the_lines_it_emptie
     assert result["sampling"].verdict == NOT_CHECKED and "tests/kernels/test_sampling.py" in result["sampling"].why
     assert result["verify"].verdict == PASS
     assert "could not collect" not in result["attention"].why  # its file was collected: its own reason stands
+
+
+def test_the_e2e_line_passes_only_when_the_configuration_s_own_servers_answered():
+    """On the H100 the DFLASH replica of dbguo-ddtree-dev was stopped at its time limit after the target-only
+    reference had passed 3 cells: that is NOT CHECKED, never PASS. A finished replica whose speculative servers
+    passed is a PASS."""
+    plan = make_plan(field_serving(), shape_of(QWEN36_27B), "sm90", device=True)
+    node = "tests/e2e/test_serve.py::test_serve[sm90-{}]"
+
+    def cell(name, backend):
+        return ResultRecord(nodeid=node.format(name), kernel="generate", backend=backend, case_id=name, tier="e2e",
+                            arch="sm90", outcome="pass")
+
+    reference = [cell(f"target-{c}", "sglang-target@dbguo-ddtree-dev") for c in ("bs1", "c4", "c256")]
+    stop = "the replica stopped after 100 s (DDTREE_PREFLIGHT_E2E_S) before every cell ran"
+    stopped = {a.concern.name: a for a in answers(plan, reference, replica_stop=stop)}["e2e"]
+    assert stopped.verdict == NOT_CHECKED
+    assert stopped.why == f"{stop}: 0 cells of its speculative servers and 3 of the target-only reference passed"
+    alone = {a.concern.name: a for a in answers(plan, reference)}["e2e"]
+    assert alone.verdict == NOT_CHECKED and alone.why.startswith("no cell of the configuration's speculative servers")
+    served = reference + [cell("replica-ddtree-b8-spine-always-graph-attn-flashinfer-bs1", "sglang-ddtree@x")]
+    assert {a.concern.name: a for a in answers(plan, served)}["e2e"].verdict == PASS
