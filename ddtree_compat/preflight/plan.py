@@ -258,7 +258,7 @@ def deployment_kernels(serving: Serving, sampling: tuple[str, ...], has_ddtree: 
     if any(s != GREEDY for s in sampling):
         out += samplers(serving, has_ddtree)
     if has_ddtree and (serving.algorithm == "DDTREE" or serving.ddtree_in_dflash):
-        out += DDTREE_SCALE
+        out += [k for k in DDTREE_SCALE if k != "ddtree_prune" or prunes(serving) is not False]
         if serving.attention_backend in (None, "fa3"):
             out += DDTREE_FA_SCALE
     return tuple(dict.fromkeys(out))
@@ -365,6 +365,25 @@ def attention_narrowing(backends: tuple[str, ...], arch: str | None) -> str:
     return " and ".join(terms)
 
 
+def prunes(serving: Serving) -> bool | None:
+    """Whether the DDTree build prunes its trees here (``is_ddtree_prune``); ``None``: this build has no such flag."""
+    return bool(serving.get("is_ddtree_prune")) if "is_ddtree_prune" in serving.fields else None
+
+
+def ddtree_narrowing(serving: Serving, sampling: tuple[str, ...]) -> str:
+    """The DDTree build's kernel cells this configuration reaches: its FlashAttention metadata kernels only under
+    FA3 (or an attention backend not resolved here), its prune kernel and prune buckets only where it prunes, its
+    sampling verify only where it samples."""
+    terms = []
+    if serving.attention_backend not in (None, "fa3"):
+        terms.append("not ddtree_fa_")
+    if prunes(serving) is False:
+        terms += ["not -ddtree_prune-", "not -prune-"]
+    if all(s == GREEDY for s in sampling):
+        terms.append("not ddtree_sample")
+    return " and ".join(terms)
+
+
 def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: tuple[str, ...] = (GREEDY, "T=1"),
               has_ddtree: bool = False, ddtree_name: str = "", device: bool = False, e2e_tests: bool = True) -> Plan:
     """The plan for one resolved configuration on ``arch`` (``None``: no GPU here and no ``--arch``).
@@ -422,7 +441,8 @@ def make_plan(serving: Serving, model: ModelShape, arch: str | None, sampling: t
         if algorithm == "DDTREE" or serving.ddtree_in_dflash:
             concerns.append(Concern("ddtree", "the DDTree build's own kernels (tree build, follow, metadata)",
                                     ("test_ddtree_kernel", "test_ddtree_round_in_one_cuda_graph"),
-                                    keyword=f"b{budget}", unchecked="" if has_ddtree else
+                                    keyword=f"b{budget}", narrow=ddtree_narrowing(serving, sampling),
+                                    unchecked="" if has_ddtree else
                                     "no DDTree build under test: point DDTREE_IMPLS at the DDTree SGLang you serve"))
         geometry = f"{model.heads} query / {model.kv_heads} KV heads, head dim {model.head_dim}"
         cells = geometry_cells(vs, model, serving, topologies(algorithm, serving.topk), arch, device)

@@ -480,3 +480,19 @@ def test_the_e2e_line_passes_only_when_the_configuration_s_own_servers_answered(
     assert alone.verdict == NOT_CHECKED and alone.why.startswith("no cell of the configuration's speculative servers")
     served = reference + [cell("replica-ddtree-b8-spine-always-graph-attn-flashinfer-bs1", "sglang-ddtree@x")]
     assert {a.concern.name: a for a in answers(plan, served)}["e2e"].verdict == PASS
+
+
+def test_the_ddtree_line_reads_only_the_build_s_kernels_this_configuration_runs():
+    """On the H100 rancy-ddtree-v2's DDTree line failed at budget 12 on its prune buckets and FA-metadata kernel
+    (known issues): neither runs under FlashInfer attention without pruning. The line reads what serves."""
+    greedy = make_plan(field_serving(12, is_ddtree_prune=False), shape_of(QWEN36_27B), "sm90", sampling=("greedy",),
+                       has_ddtree=True, ddtree_name="rancy-ddtree-v2", device=True)
+    expr = {c.name: c for c in greedy.concerns}["ddtree"].expression()
+    assert expr == ("((test_ddtree_kernel or test_ddtree_round_in_one_cuda_graph) and b12 and not ddtree_fa_ and "
+                    "not -ddtree_prune- and not -prune- and not ddtree_sample)")
+    sampled = make_plan(field_serving(12, attention="fa3", is_ddtree_prune=True), shape_of(QWEN36_27B), "sm90",
+                        sampling=("temperature=1",), has_ddtree=True, ddtree_name="rancy-ddtree-v2")
+    assert {c.name: c for c in sampled.concerns}["ddtree"].expression() == (
+        "((test_ddtree_kernel or test_ddtree_round_in_one_cuda_graph) and b12)")
+    deployed = {c.record.split("@")[0] for c in greedy.own_cells()}
+    assert "ddtree_build" in deployed and "ddtree_prune" not in deployed
