@@ -211,7 +211,7 @@ def answer(plan: Plan, concern: Concern, records, replica_env: str = "",
         why = f"{len(failed)} of {len(ran)} cells failed at {where or 'this configuration'}{note}"
         replay = _replay(first, replica_env if concern.name == "e2e" else "")
         return Answer(concern, FAIL, why, _failure(first), replay, tuple(suggestions), counts, beyond_cap)
-    if concern.name == "e2e" and (replica_stop or not any(_speculative(r) for r in ran)):
+    if concern.name == "e2e" and (replica_stop or (ran and not any(_speculative(r) for r in ran))):
         return _replica_unanswered(concern, ran, counts, replica_stop)
     missing = _uncollected(concern, collect_errors) if not ran else []
     if missing:
