@@ -60,6 +60,12 @@ def _refuse_gdn(target, case) -> str | None:
     if case.rows:
         return (f"FlashInfer writes verify scratch rows in batch order: the last {case.verify.batch} requests of a "
                 f"verify of {case.rows} cannot run alone")
+    if target.tier == "device":
+        cls, _ = locate(FLASHINFER_GDN)
+        try:
+            cls()  # SGLang's own check: FlashInfer >= 0.6.14 with its GDN prefill, decode and MTP kernels
+        except RuntimeError as e:
+            return f"SGLang's FlashInferGDNKernel cannot be made here: {e}"
     return None
 
 
@@ -146,8 +152,17 @@ class FlashInferBackend(Backend):
     def gdn_verify_chain(self, A_log, dt_bias, q, k, v, a, b, *, ssm_states, cache_indices, query_start_loc,
                          intermediate_states_buffer, intermediate_state_indices, cache_steps):
         """``FlashInferGDNKernel().target_verify(...)`` with no parent table, as SGLang's GDN backend calls it at
-        top-k 1. Buffers FlashInfer would not take (a state pool or scratch off its 32-byte alignment, which makes
-        SGLang fall back to Triton) are the adapter's error: the column would not be FlashInfer's."""
+        top-k 1 (SGLang 0.5.23, ``srt/layers/attention/linear/kernels/gdn_flashinfer.py``). Arguments, shapes and
+        dtypes as :mod:`ddtree_compat.families.linear.checks` lays them out: q, k ``[1, bs * D, H, K]``, v
+        ``[1, bs * D, HV, V]``, a, b ``[bs * D, HV]``, ``A_log`` / ``dt_bias`` fp32 ``[HV]``, one layer's state pool
+        ``[P + 1, HV, V, K]`` and scratch ``[P + 1, C, HV, V, K]``, int32 slots, ``query_start_loc`` and scratch rows;
+        returns o ``[1, bs * D, HV, V]``. FlashInfer ignores ``cache_steps`` (see the known issue
+        ``flashinfer-gdn-verify-scratch-at-live-width-pitch``).
+
+        Raises:
+            AdapterError: a state pool or scratch off FlashInfer's 32-byte alignment, where SGLang would run the
+                Triton kernel instead: the column would not be FlashInfer's.
+        """
         if self._gdn is None:
             cls, _ = locate(FLASHINFER_GDN)
             self._gdn = cls()

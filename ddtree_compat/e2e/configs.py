@@ -76,6 +76,15 @@ DFLASH_ENABLE_DDTREE = "--speculative-dflash-enable-ddtree"
 PRUNE = "--is-ddtree-prune"
 CPU_BUILD = "--speculative-ddtree-cpu-build"
 CPU_FOLLOW = "--speculative-ddtree-cpu-follow"
+TARGET_ONLY = "sglang-target"
+"""The e2e backend of a target-only server (``sglang-target@<build>`` with a DDTree build): the reference a profile's
+speculative servers are judged against."""
+
+
+def is_target_only(backend: str) -> bool:
+    """Whether an e2e result's ``backend`` is a target-only server's (:data:`TARGET_ONLY`, with or without
+    ``@<build>``)."""
+    return backend.split("@", 1)[0] == TARGET_ONLY
 SKEW = "--speculative-accept-threshold-single=0"
 """SGLang's accept threshold at 0: the target-only tree sampler accepts every draft it is shown (lossy by design):
 the ``sampling`` profile's negative control."""

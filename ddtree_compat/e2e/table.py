@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..results import load
 from ..tiers import E2E
-from .configs import FIXED_PROFILES, expected_accept, plan
+from .configs import FIXED_PROFILES, expected_accept, is_target_only, plan
 
 _LOG = re.compile(r"log ([0-9.]+|n/a) over")
 _META = re.compile(r"meta_info accept length ([0-9.]+|n/a)")
@@ -58,7 +58,7 @@ def rows(paths: list[str | Path]) -> tuple[list[str], list[list[str]]]:
     order: list[tuple[str, str]] = []
     for path in paths:
         for r in load([path]).records:
-            if r.tier != E2E or r.backend == "sglang-target" or r.backend.startswith("sglang-target@"):
+            if r.tier != E2E or is_target_only(r.backend):
                 continue
             impl = r.backend.split("@", 1)[1] if "@" in r.backend else "(unnamed)"
             if impl not in impls:

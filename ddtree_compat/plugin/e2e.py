@@ -89,7 +89,9 @@ def e2e_coordinates(cell, arch: str, nodeid: str, implementation: str = "", atte
         topology += "".join(t for f, t in (("--is-ddtree-prune", "-prune"), ("--speculative-ddtree-cpu-build", "-cpu"))
                             if f in c.flags)
     budget = c.budget if c.budget is not None else (c.draft_tokens - 1 if c.draft_tokens else None)
-    backend = f"sglang-{c.algorithm.lower()}" if c.speculative else "sglang-target"
+    from ..e2e.configs import TARGET_ONLY
+
+    backend = f"sglang-{c.algorithm.lower()}" if c.speculative else TARGET_ONLY
     backend += f"@{implementation}" if implementation else ""
     return dict(kernel="generate", tier=E2E, backend=backend, arch=arch, case_id=cell.id,
                 budget=budget, topology=topology, plant=c.draft.agree.name if c.draft else "",

@@ -18,7 +18,7 @@ from ..exitcodes import Exit
 from .launch import LaunchError, Serving, from_file, read_launch
 from .model import read_model
 from .plan import GREEDY, make_plan
-from .verdict import answers, exit_status, render
+from .verdict import ROOT, answers, exit_status, render
 
 
 def parse_sampling(values: list[str] | None) -> tuple[str, ...]:
@@ -98,7 +98,7 @@ def _start_own(cells, results: Path, log, cases_dir: str, env: dict, failing_dir
     return thread
 
 
-E2E_TESTS = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "test_serve.py"
+E2E_TESTS = ROOT / "tests" / "e2e" / "test_serve.py"
 """The e2e tier's test file in a checkout (an installed wheel has none: the replica is then not checked)."""
 E2E_S = int(os.environ.get("DDTREE_PREFLIGHT_E2E_S", "900"))
 """How long the replica's servers may take in all (start, JIT builds, every phase) before it is stopped."""

@@ -140,7 +140,8 @@ def requests_of(record) -> int | None:
 
 
 ROOT = Path(__file__).resolve().parents[2]
-"""The checkout preflight runs from: where the sweep's test files (the paths of ``collect_error`` lines) are."""
+"""The checkout preflight runs from (an installed wheel: its site-packages): the root of the sweep's test files (the
+paths of ``collect_error`` lines) and of the e2e tier's."""
 
 
 def _uncollected(concern: Concern, collect_errors) -> list[tuple[str, str]]:
@@ -157,13 +158,12 @@ def _uncollected(concern: Concern, collect_errors) -> list[tuple[str, str]]:
     return out
 
 
-TARGET_ONLY = "sglang-target"
-"""The e2e backend of the replica's target-only server (``sglang-target@<build>``): the reference its speculative
-servers are judged against, never an answer about the configuration itself."""
-
-
 def _speculative(record) -> bool:
-    return not record.backend.startswith(TARGET_ONLY)
+    """An e2e cell of the configuration's own (speculative) servers, not of the target-only reference, which is never
+    an answer about the configuration itself."""
+    from ..e2e.configs import is_target_only
+
+    return not is_target_only(record.backend)
 
 
 def _replica_unanswered(concern: Concern, ran, counts: dict, stop: str) -> Answer:

@@ -14,6 +14,7 @@ from ddtree_compat.families.linear.records import (GEOMETRIES, KERNELS, LinearCa
                                                    worker_capacity)
 from ddtree_compat.families.linear.variants import CommitsWrongStep, ConvWindowShifted, TreeAsChain
 from ddtree_compat.families.verify.records import make_case
+from ddtree_compat.tiers import Target
 
 CASES = linear_cases("interpret")
 
@@ -188,14 +189,25 @@ def test_poison_kept_names_a_write_outside_the_entries_the_verify_writes():
     assert poison_kept("scratch", g, [(0, 2, 2)]) != []
 
 
-def test_flashinfer_s_gdn_column_takes_only_what_sglang_sends_it():
+def test_flashinfer_s_gdn_column_takes_only_what_sglang_sends_it(monkeypatch):
     """SGLang runs FlashInfer's GDN verify on SM90 with an fp32 state pool and on SM100 with bf16, on chains; every
-    other cell of the column is a skip saying which kernel SGLang runs there instead."""
+    other cell of the column is a skip saying which kernel SGLang runs there instead, and a host where SGLang's
+    FlashInferGDNKernel cannot be made (no FlashInfer GDN kernels) is a skip with SGLang's own reason."""
     from dataclasses import replace
 
+    from ddtree_compat.backends import flashinfer
     from ddtree_compat.backends.flashinfer import _refuse_gdn
+
+    class Unavailable:
+        def __init__(self):
+            raise RuntimeError("FlashInfer GDN kernels are not available.")
+
+    monkeypatch.setattr(flashinfer, "locate", lambda places: (Unavailable, "stand-in"))
+    fp32 = next(c for c in linear_cases("device") if c.state_dtype == "fp32" and not c.rows)
+    assert _refuse_gdn(Target("device", "cuda:0", "sm90", "gpu"), fp32) == (
+        "SGLang's FlashInferGDNKernel cannot be made here: FlashInfer GDN kernels are not available.")
+    monkeypatch.setattr(flashinfer, "locate", lambda places: (object, "stand-in"))
     from ddtree_compat.families.linear.records import deployment_cases
-    from ddtree_compat.tiers import Target
 
     case = next(c for c in linear_cases("device") if c.state_dtype == "fp32" and not c.rows)
     sm90, sm100, sm120 = (Target("device", "cuda:0", arch, "gpu") for arch in ("sm90", "sm100", "sm120"))
