@@ -6,6 +6,7 @@
 #   - transformers for the cross-checks of the tiny checkpoints (requirements/crosscheck.txt): kept if
 #     importable (a GPU host's own, which its SGLang trees were tested with), else the pinned one.
 #   - flashinfer-python at the version that SGLang pins, with --no-deps (the static tier's FlashInfer cells).
+#   - nvidia-cutlass-dsl at the version that SGLang pins (the static tier's CuTe DSL cells).
 #   - SGLang 0.5.23 with --no-deps: its server pins (a CUDA torch of several GB) are not wanted here, so pip's
 #     "dependency conflicts" report about them is expected; it goes to the log, and only conflicts of other
 #     packages are shown.
@@ -72,6 +73,20 @@ if [ -n "$FLASHINFER_PIN" ]; then
   pip_install --no-deps "flashinfer-python==${FLASHINFER_PIN}"
 else
   note "sglang ${SGLANG_VERSION} pins no flashinfer-python: none installed"
+fi
+# CuTe DSL at the version SGLang pins (nvidia-cutlass-dsl, ~260 MB): the static tier compiles SGLang's CuTe DSL GDN
+# verify kernel with it for each arch, on a machine without that GPU.
+CUTEDSL_PIN=$("$PY" - <<'PY'
+import re
+from importlib.metadata import requires
+pins = [re.match(r"nvidia-cutlass-dsl(\[[^]]*\])?\s*==\s*([^;\s]+)", r) for r in requires("sglang") or []]
+print(next((m.group(2) for m in pins if m), ""))
+PY
+)
+if [ -n "$CUTEDSL_PIN" ]; then
+  pip_install "nvidia-cutlass-dsl==${CUTEDSL_PIN}"
+else
+  note "sglang ${SGLANG_VERSION} pins no nvidia-cutlass-dsl: none installed"
 fi
 # Conflicts that are not sglang's own unmet pins (those are by design) are worth reading.
 "$PY" -m pip check --disable-pip-version-check 2>/dev/null | grep -v -E "^(sglang|flashinfer-python|No broken)" >&2 || true

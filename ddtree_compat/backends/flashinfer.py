@@ -7,6 +7,10 @@ most archs when FlashInfer imports); see ``docs/verify-attention.md``.
 It also answers the linear-attention family's ``gdn_verify_chain`` (a verify of top-k 1 on a hybrid target)
 through SGLang's own ``FlashInferGDNKernel.target_verify``: FlashInfer's ``gated_delta_rule_mtp``, which SGLang
 runs on SM90 (fp32 state pool) and SM100 (bf16 state pool) and nowhere else; it takes no tree.
+Its static cells build FlashInfer's kernel through that call for each arch
+(:data:`~ddtree_compat.static.kernels.FLASHINFER_GDN_MTP_CUTEDSL`), and SGLang's own CuTe DSL GDN kernel, which its
+ReplaySSM fold runs in place of FlashInfer's when this verify has a bf16 state
+(:data:`~ddtree_compat.static.kernels.SGLANG_GDN_FOLD_CUTEDSL`).
 
 Two attention kernels, both judged by the attention family's oracle and checks:
 
@@ -30,18 +34,15 @@ from ..contract import AdapterError, Backend, KernelImpl, locate
 from ..families.attention.paging import PagedLayout, paged_layout
 from ..families.attention.places import FLASHINFER_PREFILL as PLACES
 from ..families.attention.records import GRAPH_KERNEL, KERNEL as VERIFY_ATTENTION
-from ..families.linear.places import FLASHINFER_GDN
+from ..families.linear.places import FLASHINFER_GDN, FLASHINFER_GDN_STATE as GDN_STATE
 from ..families.linear.records import GDN_VERIFY_CHAIN
-from ..static.kernels import FLASHINFER_VERIFY_ATTENTION
+from ..static.kernels import FLASHINFER_GDN_MTP_CUTEDSL, FLASHINFER_VERIFY_ATTENTION, SGLANG_GDN_FOLD_CUTEDSL
 
 WORKSPACE_BYTES = 384 << 20  # SGLang's default flashinfer workspace (SGLANG_FLASHINFER_WORKSPACE_SIZE; 512 MB for
 # Qwen-family targets): split-KV partial outputs of long prefixes need over 128 MB (h32 d128, prefix 1000, bs 3)
 FLASHINFER_BACKEND = "fa2"  # what SGLang's flashinfer backend asks for in target verify (prefill_backend)
 WHAT = "FlashInfer's BatchPrefillWithPagedKVCacheWrapper (fa2, NHD, custom mask)"
 GDN_WHAT = "FlashInfer's gated_delta_rule_mtp through SGLang's FlashInferGDNKernel.target_verify"
-GDN_STATE = {9: "fp32", 10: "bf16"}
-"""The state pool dtype SGLang pairs with FlashInfer's GDN kernels per arch major (``flashinfer_gdn_prefill_default``:
-SM90's fused Hopper kernel on fp32, SM100's on bf16); other archs run SGLang's Triton kernel."""
 
 
 def _refuse_gdn(target, case) -> str | None:
@@ -142,7 +143,8 @@ class FlashInferBackend(Backend):
     implements = (
         KernelImpl(VERIFY_ATTENTION, "cuda", WHAT, places=PLACES, static=(FLASHINFER_VERIFY_ATTENTION,)),
         KernelImpl(GRAPH_KERNEL, "cuda", WHAT + " in a CUDA graph", places=PLACES),
-        KernelImpl(GDN_VERIFY_CHAIN.name, "cuda", GDN_WHAT, places=FLASHINFER_GDN, refuse=_refuse_gdn),
+        KernelImpl(GDN_VERIFY_CHAIN.name, "cuda", GDN_WHAT, places=FLASHINFER_GDN, refuse=_refuse_gdn,
+                   static=(FLASHINFER_GDN_MTP_CUTEDSL, SGLANG_GDN_FOLD_CUTEDSL)),
     )
 
     def __init__(self):

@@ -336,13 +336,15 @@ STATIC_ATTENTION = ("sglang-triton", "flashinfer")
 """The backends with static builds of verify attention."""
 STATIC_SAMPLERS = ("tree_speculative_sampling", "chain_speculative_sampling")
 STATIC_LINEAR = ("gdn_verify_tree", "gdn_verify_chain", "conv_verify_tree")
+STATIC_RING = "gdn_verify_chain-ring"
+"""The CuTe DSL kernel of SGLang's ReplaySSM fold (``--enable-linear-replayssm``)."""
 
 
 def static_narrowing(serving: Serving, model: ModelShape, sampling: tuple[str, ...], att_backends: tuple[str, ...],
                      has_ddtree: bool) -> str:
     """The static builds this configuration loads: verify attention of the resolved backend only (every one's
     when it is not known), the samplers of its drafter when it samples (none when greedy), the linear-attention
-    kernels for a hybrid model only."""
+    kernels for a hybrid model only (the ReplaySSM fold's CuTe DSL kernel only where ReplaySSM is on)."""
     drop = []
     if att_backends:
         drop += [f"-{b}-verify_attention-" for b in STATIC_ATTENTION if b not in att_backends]
@@ -350,6 +352,8 @@ def static_narrowing(serving: Serving, model: ModelShape, sampling: tuple[str, .
     drop += [f"-{k}-" for k in STATIC_SAMPLERS if k not in used]
     if not model.hybrid:
         drop += [f"-{k}-" for k in STATIC_LINEAR]
+    elif not serving.get("enable_linear_replayssm"):
+        drop.append(f"-{STATIC_RING}-")  # SGLang's CuTe DSL fold runs under ReplaySSM only
     return " and ".join(f"not {d}" for d in drop)
 
 

@@ -11,6 +11,9 @@ A backend lists its entries in ``static_kernels`` (see :mod:`ddtree_compat.backe
 * :class:`SGLangAttentionKernel`: SGLang's Triton verify attention with the launch it makes on each arch.
 * :class:`FlashInferPrefillKernel`: FlashInfer's custom-mask paged prefill (SGLang's flashinfer backend's
   target verify), built the way FlashInfer's JIT builds it for the arch.
+* :class:`CuteDslKernel`: the CuTe DSL GDN verify kernels SGLang runs (its ReplaySSM fold's own, FlashInfer's
+  through its FlashInferGDNKernel), compiled by CuTe DSL for the arch as on a GPU of that arch
+  (:mod:`~ddtree_compat.static.cutedsl_aot`).
 
 Entries are plain data (strings, tuples, module-level functions): the compile itself runs in a
 worker process (:mod:`ddtree_compat.static.runner`), which imports the kernel.
@@ -25,13 +28,13 @@ from ..contract import Place
 from ..families.attention.records import KERNEL as VERIFY_ATTENTION
 from ..families.commit.places import ACCEPT_OUT_CACHE_LOC_KERNEL, ASSIGN_EXTEND_CACHE_LOCS_KERNEL, MOVE_KV_KERNEL
 from ..families.commit.records import KV_DTYPE_BYTES, KV_DTYPES, KV_SHAPES, MOVE_KV
-from ..families.linear.places import CONV_UPDATE_KERNEL, GDN_RECURRENT_KERNEL
+from ..families.linear.places import CONV_UPDATE_KERNEL, FLASHINFER_GDN_STATE, GDN_RECURRENT_KERNEL
 from ..families.linear.records import geometry
 from ..families.sampling.places import CHAIN_SAMPLING_KERNEL, TREE_SAMPLING_LOADER
 from ..families.sampling.records import CHAIN as CHAIN_SAMPLING, TREE as TREE_SAMPLING
 from ..families.verify.places import VERIFY_CUDA_LOADER, VERIFY_TRITON_KERNEL
 from ..families.verify.records import VERIFY, VerifyCase
-from . import attention_aot, flashinfer_aot, nvcc, triton_aot
+from . import attention_aot, cutedsl_aot, flashinfer_aot, nvcc, triton_aot
 from .build import Build, BuildError, Spec, Unavailable  # noqa: F401 - the entries' vocabulary, re-exported
 from .sgl_kernel_libs import SglKernelLibrary
 
@@ -454,3 +457,71 @@ SGLANG_CONV_VERIFY_TRITON = TritonKernel(
                ("retrieve_parent_token_ptr", "*i64"), ("o_ptr", "*bf16"), ("batch", "i32")),
     specialize_all=conv_verify_specs, default_archs=("sm120",),
     in_default=lambda spec: dict(spec.constexprs)["seqlen"] in (9, 13))
+
+
+@dataclass(frozen=True)
+class CuteDslKernel:
+    """A CuTe DSL GDN kernel SGLang runs in chain verify, made by ``call`` (:data:`~ddtree_compat.static.cutedsl_aot.
+    CALLS`), one build per layer geometry x live width x batch (the batch can pick the variant: SGLang's fold kernel
+    runs an ILP-4 kernel for few value-head tiles, a wide-vector one with a value tile sized from ``batch x value
+    heads``). Spec ids ``<prefix>-h16v48d128-t16-bs8`` (the ``flashinfer-mtp`` call's end in the state dtype). Archs
+    where SGLang never makes the call are skips naming the kernel that verifies there.
+
+    Attributes:
+        routed: the ``(arch major, state dtype)`` pairs where SGLang makes the call; a spec's state dtype is its
+            arch's (bf16 where the arch has none).
+    """
+
+    kernel: str
+    call: str
+    prefix: str
+    layers: tuple[tuple[str, int], ...]
+    widths: tuple[int, ...]
+    batches: tuple[int, ...]
+    routed: tuple[tuple[int, str], ...]
+    default_archs: tuple[str, ...] = ()
+    in_default: Callable[[Spec], bool] | None = None
+
+    def state(self, arch: str) -> str:
+        return dict(self.routed).get(arch_major(arch), "bf16")
+
+    def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
+        out, state = [], self.state(arch)
+        tail = f"-{state}" if len({st for _, st in self.routed}) > 1 else ""
+        for name, tp in self.layers:
+            g = geometry(name, tp)
+            h, hv, d = g["key_heads"], g["value_heads"], g["head_dim"]
+            out += [Spec(f"{self.prefix}-h{h}v{hv}d{d}-t{t}-bs{b}{tail}",
+                         (("B", b), ("T", t), ("H", h), ("HV", hv), ("K", d), ("state", state)))
+                    for t in self.widths for b in self.batches]
+        return out
+
+    def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
+        return cutedsl_aot.build_gdn, (self.call, spec.constexprs, arch, cache_dir, self.routed)
+
+
+def _gdn_default(batch: int):
+    """Outside the full profile (each build ~20 s of a core): the one-GPU layer at 16 draft tokens (a DFLASH block
+    of 16) at ``batch`` requests."""
+    hv = geometry(*LINEAR_STATIC_LAYERS[0])["value_heads"]
+    return lambda spec: (lambda c: c["T"] == 16 and c["B"] == batch and c["HV"] == hv)(dict(spec.constexprs))
+
+
+CHAIN_STATIC_WIDTHS = (4, 8, 16)
+"""The draft tokens per request of the chain verifies the CuTe DSL GDN kernels serve (they take no tree, so no
+DDTree verify reaches them): EAGLE at top-k 1 with 3 steps, DFLASH blocks of 8 and 16."""
+FLASHINFER_GDN_ROUTED = tuple(FLASHINFER_GDN_STATE.items())
+"""Where SGLang verifies through FlashInfer's GDN kernel: SM90 with an fp32 state pool, SM100 with bf16."""
+SGLANG_GDN_FOLD_CUTEDSL = CuteDslKernel(
+    kernel="gdn_verify_chain", call="ring", prefix="ring", layers=LINEAR_STATIC_LAYERS, widths=CHAIN_STATIC_WIDTHS,
+    batches=(1, 8, 32), routed=tuple((m, st) for m, st in FLASHINFER_GDN_ROUTED if st == "bf16"),
+    default_archs=("sm100",), in_default=lambda spec: False)
+"""SGLang's fold kernel (FlashInfer's verify with a bf16 state: SM100), which serves only under
+``--enable-linear-replayssm``: the full profile builds it (the unit tests build its ILP-4 variant), the default one
+does not."""
+FLASHINFER_GDN_MTP_CUTEDSL = CuteDslKernel(
+    kernel="gdn_verify_chain", call="flashinfer-mtp", prefix="mtp", layers=LINEAR_STATIC_LAYERS,
+    widths=CHAIN_STATIC_WIDTHS, batches=(1, 8, 32), routed=FLASHINFER_GDN_ROUTED, default_archs=("sm90",),
+    in_default=_gdn_default(8))
+"""FlashInfer's GDN verify through SGLang's FlashInferGDNKernel (SM90 fp32, SM100 bf16); the default profile
+builds 8 requests on sm90."""

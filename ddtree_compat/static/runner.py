@@ -42,7 +42,7 @@ from ..outcomes import Verdict
 from ..tiers import STATIC
 from .build import Build, BuildError, Spec, Unavailable
 from .claims import Claims, job_key
-from .kernels import CudaJitKernel, FlashInferPrefillKernel, SGLangAttentionKernel, TritonKernel
+from .kernels import CudaJitKernel, CuteDslKernel, FlashInferPrefillKernel, SGLangAttentionKernel, TritonKernel
 from .limits import Usage, limits_for, over_limits
 from .sgl_kernel_libs import SglKernelLibrary
 from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, inspect, inspect_batch, runs_on
@@ -50,7 +50,8 @@ from .sass import Cubin, ToolUnavailable, find_cuobjdump, illegal_instructions, 
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ddtree-compat" / "static"
 COMPILE_TIMEOUT_S = 1200
 
-Entry = Union[TritonKernel, CudaJitKernel, SGLangAttentionKernel, FlashInferPrefillKernel, SglKernelLibrary]
+Entry = Union[TritonKernel, CudaJitKernel, SGLangAttentionKernel, FlashInferPrefillKernel, CuteDslKernel,
+              SglKernelLibrary]
 
 
 @dataclass(frozen=True)

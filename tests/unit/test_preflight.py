@@ -266,6 +266,7 @@ def test_the_sweep_expression_narrows_attention_and_static_to_what_serves():
     hybrid = make_plan(field_serving(8, attention=None), shape_of(QWEN36_27B), "sm120", sampling=("T=1",))
     k = hybrid.keyword_expression()
     assert "-verify_attention-" not in k and "-gdn_verify_tree-" not in k  # backend not known: every one's
+    assert "not -gdn_verify_chain-ring-" in k  # SGLang's CuTe DSL fold: ReplaySSM is off here
 
 
 def _scale_row(kernel, batch, outcome, backend="sglang-triton"):

@@ -171,9 +171,72 @@ def test_a_heavy_build_runs_on_its_default_archs_outside_the_full_profile():
     from ddtree_compat.backends.flashinfer import FlashInferBackend
 
     cases = [make_case(8, "spine", "deep", 3)]
-    default = {c.arch for c in static_cells([FlashInferBackend()], cases, profile="default")}
-    full = {c.arch for c in static_cells([FlashInferBackend()], cases, profile="full")}
-    assert default == {"sm120"} and full == set(STATIC_ARCHES)
+
+    def archs(profile, kernel):
+        return {c.arch for c in static_cells([FlashInferBackend()], cases, profile=profile) if c.entry.kernel == kernel}
+
+    assert archs("default", "verify_attention") == {"sm120"} and archs("full", "verify_attention") == set(STATIC_ARCHES)
+    assert archs("default", "gdn_verify_chain") == {"sm90"}  # FlashInfer's GDN kernel (the fold's: full profile)
+    assert archs("full", "gdn_verify_chain") == set(STATIC_ARCHES)
+
+
+def _gdn_cell(entry, arch: str, batch: int = 8, width: int = 16):
+    spec = next(s for s in entry.specs((), arch) if f"-h16v48d128-t{width}-bs{batch}" in s.id)
+    return StaticCell(arch, "flashinfer", entry, spec)
+
+
+def test_the_cutedsl_gdn_kernels_are_skips_where_sglang_never_runs_them_or_cutedsl_is_missing(tmp_path, monkeypatch):
+    """FlashInfer's GDN verify runs on SM90 with an fp32 state and SM100 with bf16; SGLang's own CuTe DSL fold kernel
+    only behind the bf16 one. Elsewhere (sm120 for both, sm90 for the fold) the cell says the Triton kernel verifies
+    there; without nvidia-cutlass-dsl it names the package. None of these builds."""
+    from ddtree_compat.static import cutedsl_aot
+    from ddtree_compat.static.build import Unavailable
+    from ddtree_compat.static.kernels import FLASHINFER_GDN_MTP_CUTEDSL as MTP, SGLANG_GDN_FOLD_CUTEDSL as RING
+
+    assert RING.routed == ((10, "bf16"),) and MTP.routed == ((9, "fp32"), (10, "bf16"))
+    assert [s.id for s in RING.specs((), "sm100")][:3] == ["ring-h16v48d128-t4-bs1", "ring-h16v48d128-t4-bs8",
+                                                           "ring-h16v48d128-t4-bs32"]
+    assert _gdn_cell(MTP, "sm90").spec.id == "mtp-h16v48d128-t16-bs8-fp32"
+    assert _gdn_cell(MTP, "sm100").spec.id == "mtp-h16v48d128-t16-bs8-bf16"
+    for entry, arch in ((RING, "sm120"), (RING, "sm90"), (MTP, "sm120"), (MTP, "sm89")):
+        cell = _gdn_cell(entry, arch)
+        got = cutedsl_aot.build_gdn(entry.call, cell.spec.constexprs, arch, str(tmp_path), entry.routed)
+        assert isinstance(got, Unavailable) and f"{arch} verifies with the Triton GDN kernel" in got.reason, got
+
+    def no_dist(name):
+        raise cutedsl_aot.PackageNotFoundError(name)
+
+    monkeypatch.setattr(cutedsl_aot, "version", no_dist)
+    cell = _gdn_cell(RING, "sm100")
+    got = cutedsl_aot.build_gdn("ring", cell.spec.constexprs, "sm100", str(tmp_path), RING.routed)
+    assert isinstance(got, Unavailable) and "nvidia-cutlass-dsl is not installed" in got.reason
+    assert not (tmp_path / "cutedsl").exists()
+    assert cutedsl_aot.cute_target("sm120") == "sm_120a" and cutedsl_aot.cute_target("sm86") == "sm_86"
+
+
+@pytest.mark.parametrize("which, arch, batch, variant", [
+    ("ring", "sm100", 1, "gdn_decode_bf16state_mtp_ilp4_kernel"),
+    ("mtp", "sm90", 8, "gdn_verify_kernel_mtp"),
+])
+def test_a_cutedsl_gdn_kernel_is_compiled_for_its_arch_on_a_cpu_and_judged(tmp_path, which, arch, batch, variant):
+    """The real build, on this CPU: CuTe DSL compiles the kernel SGLang's call reaches for the arch (the fold's ILP-4
+    variant at one request on sm100; FlashInfer's fp32-state MTP kernel on sm90, through SGLang's
+    FlashInferGDNKernel.target_verify), and the cubin is judged like every static cell (registers, shared memory,
+    threads, SASS for the arch). The sweep's default cell builds FlashInfer's at 8 requests on sm90."""
+    pytest.importorskip("cutlass", reason="nvidia-cutlass-dsl is not installed (scripts/setup.sh installs it)")
+    from ddtree_compat.static.kernels import FLASHINFER_GDN_MTP_CUTEDSL, SGLANG_GDN_FOLD_CUTEDSL
+
+    entry = {"ring": SGLANG_GDN_FOLD_CUTEDSL, "mtp": FLASHINFER_GDN_MTP_CUTEDSL}[which]
+    cell = _gdn_cell(entry, arch, batch)
+    verdict = run_static(cell, tmp_path)
+    if verdict.outcome == "skip":
+        pytest.skip(verdict.message)
+    assert verdict.outcome == "pass", verdict.message
+    assert variant in verdict.message and f"(cubin sm_{arch[2:]}a)" in verdict.message
+    assert "threads 128/1024" in verdict.message
+    again = run_static(cell, tmp_path)  # from the cache: the same verdict, no build
+    assert again.outcome == "pass" and again.message == verdict.message
+    assert not list(tmp_path.rglob("cutlass_*.cubin"))  # CuTe DSL's own copies are not left behind
 
 
 def test_commit_and_attention_specializations():

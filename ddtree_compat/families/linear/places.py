@@ -55,3 +55,12 @@ FLASHINFER_GDN = (Place("sglang.srt.layers.attention.linear.kernels.gdn_flashinf
                         seen="0.5.12+"),)
 """SGLang's FlashInfer GDN kernel class: its ``target_verify`` runs FlashInfer's ``gated_delta_rule_mtp`` (chains
 only; SM90 and SM100)."""
+FLASHINFER_GDN_STATE = {9: "fp32", 10: "bf16"}
+"""The state pool dtype SGLang pairs with FlashInfer's GDN kernels per arch major (``flashinfer_gdn_prefill_default``:
+SM90's fused Hopper kernel on fp32, SM100's on bf16); other archs run SGLang's Triton kernel in verify."""
+CUTEDSL_GDN_MTP_RING = (Place(f"{OPS}.attention.cutedsl_gdn_mtp_ring", "gated_delta_rule_mtp", seen="0.5.23"),)
+"""SGLang's own CuTe DSL GDN kernel for chain verify: the ReplaySSM fold (``--enable-linear-replayssm``) calls it in
+ring mode when the verify is FlashInfer's with a bf16 state and at least 3 draft tokens
+(``GDNAttnBackend._replayssm_fold_uses_cutedsl``); chains only. (``CuteDSLGDNKernel`` itself has no target verify:
+under ``--linear-attn-decode-backend cutedsl`` SGLang verifies with the Triton kernel.) Its module asks the GPU for
+its SM count and compute capability when imported."""
