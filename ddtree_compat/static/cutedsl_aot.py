@@ -42,6 +42,9 @@ from .build import Build, BuildError, Unavailable
 
 CUTEDSL_DIST = "nvidia-cutlass-dsl"
 JOB_TIMEOUT_S = 600
+ANSWER_RC = 3
+"""The child's exit status for an answer on its last stdout line (a skip or the compiler's rejection); argparse's
+own usage errors exit 2, and stay the suite's error."""
 RING_LEN_EXTRA = 1
 """The ring holds ``T + 1`` steps (SGLang sizes it from ``--linear-replayssm-cache-len``; the kernel needs ``>= T``)."""
 
@@ -75,7 +78,16 @@ def build_gdn(call: str, shape: tuple[tuple[str, object], ...], arch: str, cache
     ``arch``.
 
     ``routed``: the ``(arch major, state dtype)`` pairs where SGLang makes this call; elsewhere the cell is a skip
-    that says which kernel verifies there."""
+    that says which kernel verifies there. ``shape`` sizes the call: ``B`` requests of ``T`` draft tokens, ``H`` key
+    and ``HV`` value heads of dim ``K`` (= V), bf16 activations, a state pool of ``state`` (``fp32`` / ``bf16``).
+
+    Returns:
+        :class:`Build` (the cubin under ``<cache_dir>/cutedsl/<arch>-<key>/``; ``seconds`` 0 on a cache hit),
+        :class:`Unavailable` (not routed, no nvidia-cutlass-dsl, an SGLang or FlashInfer without the call), or
+        :class:`BuildError` (``cutedsl-compile-error``; ``hang`` past :data:`JOB_TIMEOUT_S`).
+
+    Raises:
+        RuntimeError: the child failed otherwise (our arguments, or our recorder): the suite's error."""
     major, state = parse_arch(arch)[0], dict(shape)["state"]
     if (major, state) not in routed:
         where = ", ".join(f"SM{m}0 with a {st} state" for m, st in routed)
@@ -101,7 +113,7 @@ def build_gdn(call: str, shape: tuple[tuple[str, object], ...], arch: str, cache
             proc = subprocess.run(cmd, env=env, cwd=out, capture_output=True, text=True, timeout=JOB_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return BuildError("hang", f"CuTe DSL did not finish the build in {JOB_TIMEOUT_S} s")
-        if proc.returncode == 2:  # the child's answer: a skip, or the compiler's rejection
+        if proc.returncode == ANSWER_RC:  # the child's answer: a skip, or the compiler's rejection
             answer = json.loads(proc.stdout.strip().splitlines()[-1])
             if "unavailable" in answer:
                 return Unavailable(answer["unavailable"])
@@ -270,7 +282,7 @@ CALL_OF = {"ring": _ring_call, "flashinfer-mtp": _flashinfer_call}
 
 def _answer(**kv) -> None:
     print(json.dumps(kv))
-    sys.exit(2)
+    sys.exit(ANSWER_RC)
 
 
 def main(argv=None) -> None:
