@@ -20,13 +20,14 @@
 #   h: rancy-ddtree-v2, profile `hybrid` (the Qwen3.5 family's class: Gated DeltaNet layers whose recurrent state
 #      decides a token; DDTREE spine and branching budgets, DFLASH, EAGLE chain and tree), on triton
 #   g: dbguo-ddtree-dev, profile `hybrid`, on triton (its DDTree inside the DFlash worker on the hybrid target)
+#   k: rancy-ddtree, profile `hybrid`, on triton (stage ddt-legacy: its server imports need sglang-kernel 0.4.3)
 #   r: sglang-0.5.23 (a release in the carry: DDTREE_IMPLS="... sglang-0.5.23"), profile `hybrid`, on triton (its
 #      EAGLE and DFLASH cells; DDTREE skips, the release has none)
 #   n: sglang-0.5.23, the hybrid target's negative control: tests/e2e/planted/ first on PYTHONPATH with
 #      DDTREE_PLANT=gdn-chain runs the Gated DeltaNet verify as one chain; `-k eagle-k2` on triton: must read `wrong`
 #   m: rancy-ddtree-v2, the mask's negative control: tests/e2e/planted/ first on PYTHONPATH flips one
 #      visibility bit in compile_ddtree_tree; `-k ddtree-b16` on triton; its cells must be recorded `wrong`
-# Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d, s, g, h, m, n, r default `triton`; p all four;
+# Attention backends per session: E2E_ATTENTION_<S> (a, b, c, d, s, g, h, k, m, n, r default `triton`; p all four;
 # x default and triton).
 # Servers at once per session: DDTREE_E2E_PARALLEL_<S> (default below). Each session takes a -k expression from E2E_K_<S> (E2E_K_X="c512", ...; default: every cell, m: ddtree-b16, n: eagle-k2).
 # (E2E_SESSIONS="a b c" by default picks them). Each session is stopped at E2E_BUDGET_S seconds (default 420) so the
@@ -43,16 +44,17 @@ export DDTREE_E2E_MEM_FRACTION=${DDTREE_E2E_MEM_FRACTION:-0.5}  # a cap (--max-t
 declare -A IMPL=([a]=rancy-ddtree-v2 [b]=dbguo-ddtree-dev [c]=rancy-ddtree [d]=rancy-ddtree-v2 [p]=rancy-ddtree-v2
                  [m]=rancy-ddtree-v2 [s]=rancy-ddtree-v2 [x]=rancy-ddtree-v2 [y]=rancy-ddtree
                  [z]=dbguo-ddtree-dev [h]=rancy-ddtree-v2 [r]=sglang-0.5.23
-                 [g]=dbguo-ddtree-dev [n]=sglang-0.5.23)
+                 [g]=dbguo-ddtree-dev [n]=sglang-0.5.23 [k]=rancy-ddtree)
 declare -A PROFILE=([a]=ddtree [b]=dflash-ddtree [c]=ddtree-smoke [d]=ddtree-boundary [p]=ddtree-smoke [m]=ddtree-smoke
-                    [s]=sampling [x]=scale [y]=scale [z]=scale [h]=hybrid [r]=hybrid [g]=hybrid [n]=hybrid)
-declare -A PAR=([a]=13 [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=2 [y]=2 [z]=2 [h]=10 [r]=3 [g]=6 [n]=1)
+                    [s]=sampling [x]=scale [y]=scale [z]=scale [h]=hybrid [r]=hybrid [g]=hybrid [n]=hybrid
+                    [k]=hybrid)
+declare -A PAR=([a]=13 [b]=3 [c]=3 [d]=5 [p]=8 [m]=2 [s]=13 [x]=2 [y]=2 [z]=2 [h]=10 [r]=3 [g]=6 [n]=1 [k]=6)
 declare -A ATTN=([a]=${E2E_ATTENTION_A:-triton} [b]=${E2E_ATTENTION_B:-triton} [c]=${E2E_ATTENTION_C:-triton}
                  [d]=${E2E_ATTENTION_D:-triton} [p]=${E2E_ATTENTION_P:-default,triton,flashinfer,fa3}
                  [m]=${E2E_ATTENTION_M:-triton} [s]=${E2E_ATTENTION_S:-triton} [x]=${E2E_ATTENTION_X:-default,triton}
                  [y]=${E2E_ATTENTION_Y:-triton} [z]=${E2E_ATTENTION_Z:-triton} [h]=${E2E_ATTENTION_H:-triton}
                  [r]=${E2E_ATTENTION_R:-triton} [g]=${E2E_ATTENTION_G:-triton}
-                 [n]=${E2E_ATTENTION_N:-triton})
+                 [n]=${E2E_ATTENTION_N:-triton} [k]=${E2E_ATTENTION_K:-triton})
 declare -A SELECT=([m]="ddtree-b16" [n]="eagle-k2")
 pids=()
 read -r -a sessions <<< "${E2E_SESSIONS:-a b c}"

@@ -6,6 +6,7 @@ are the usual ones, under ``--out-dir``), and print the answer (:mod:`.verdict`)
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -230,8 +231,13 @@ def run(args) -> int:
     result = answers(plan, loaded.records,
                      f"DDTREE_E2E_PROFILE=replica DDTREE_E2E_REPLICA={spec}" if spec.exists() else "",
                      loaded.collect_errors, replica_stop)
-    print(render(plan, result, []), end="")
-    for path, error in loaded.collect_errors:
-        print(f"the suite could not collect {path}: {error} (its cells did not run; the log: {log})")
-    print(f"results: {results} (report {results.with_suffix('.md')}); {time.time() - start:.0f}s")
+    screen = ["", render(plan, result, []).strip("\n")]
+    screen += [f"the suite could not collect {path}: {error} (its cells did not run; the log: {log})"
+               for path, error in loaded.collect_errors]
+    saved = out_dir / f"{stem}-screen.txt"
+    screen.append(f"results: {results} (report {results.with_suffix('.md')}, this answer {saved}); "
+                  f"{time.time() - start:.0f}s")
+    print("\n".join(screen))
+    # the answer kept beside the results, with the launch flags it answers for
+    saved.write_text("\n".join([*header, f"launch:        {shlex.join(launch)}", *screen]) + "\n")
     return int(exit_status(result))
