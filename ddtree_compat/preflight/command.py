@@ -77,7 +77,8 @@ def _header(serving: Serving, model, arch: str | None, gpus, impl) -> list[str]:
     s = serving
     spec = (f"{s.algorithm} budget {s.budget}, block size {s.block_size}, top-k {s.topk}" if s.algorithm
             else "no speculative decoding")
-    resolved = "" if s.resolved else f"  (not resolved here: {s.unresolved[:100]})"
+    resolved = ("" if s.resolved else f"  (not resolved here: {s.unresolved[:100]})" if s.parsed else
+                f"  (the flags as given, not read by SGLang: {s.unresolved[:180]})")
     gpu = ", ".join(f"{g.name} ({g.arch})" for g in gpus) or "no GPU"
     where = f"{gpu}; static builds for {arch}" if arch else gpu
     return [f"configuration: {spec}; page size {s.page_size or '?'}; attention {s.attention_backend or '?'}; "
@@ -162,7 +163,8 @@ def run(args) -> int:
             raise LaunchError(f"{e}: this SGLang has no DDTREE; point DDTREE_IMPLS (or --ddtree-impl) at the "
                               "DDTree build you serve") from None
         raise
-    if serving.algorithm == "DDTREE" and impl is None and "speculative_ddtree_budget" not in serving.fields:
+    if serving.algorithm == "DDTREE" and impl is None and (
+            "speculative_ddtree_budget" not in serving.fields or not serving.parsed):
         raise LaunchError("this SGLang has no DDTREE: point DDTREE_IMPLS (or --ddtree-impl) at the DDTree build "
                           "you serve")
     model = read_model(serving.get("model_path"), args.model_config)

@@ -36,7 +36,9 @@ fields = json.loads(sys.argv[1]); argv = json.loads(sys.stdin.read())
 try:
     from sglang.srt.server_args import prepare_server_args
 except Exception as e:
-    print("DDTREE_LAUNCH " + json.dumps({"import_error": f"{type(e).__name__}: {e}"[:400]})); raise SystemExit(0)
+    missing = getattr(e, "name", None) if isinstance(e, ModuleNotFoundError) else None
+    print("DDTREE_LAUNCH " + json.dumps({"import_error": f"{type(e).__name__}: {e}"[:400], "missing": missing}))
+    raise SystemExit(0)
 try:
     sa = prepare_server_args(argv)
 except SystemExit as e:  # argparse's own error: its message is on stderr already
@@ -79,12 +81,16 @@ class Serving:
         fields: ``ServerArgs`` field -> value after parsing (and resolution where it ran).
         resolved: SGLang's resolution ran here; otherwise ``unresolved`` says why, and what SGLang picks by GPU
             (attention backend, page size, CUDA-graph batch sizes) is as given or unknown.
+        parsed: SGLang's own parser read the flags; ``False``: its ``server_args`` cannot be imported in this Python
+            (a module it imports is not installed: ``torchvision`` on a CPU box), so ``fields`` are the flags as
+            given (:func:`as_given`), SGLang's defaults unknown, and no flag was judged.
     """
 
     argv: tuple[str, ...]
     fields: dict = field(default_factory=dict)
     resolved: bool = True
     unresolved: str = ""
+    parsed: bool = True
 
     def get(self, name: str, default=None):
         value = self.fields.get(name)
@@ -164,9 +170,38 @@ def from_file(path: str | Path) -> list[str]:
     return words
 
 
+def _word(value: str):
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
+def as_given(argv) -> dict:
+    """The :data:`FIELDS` that ``argv`` gives, as ``--field-name VALUE`` / ``--field-name=VALUE`` words (integers as
+    ``int``, a flag of several values as a list, a flag without a value as ``True``): a configuration no SGLang could
+    parse here. No default and no rule of SGLang's is applied."""
+    out, i = {}, 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if not word.startswith("--"):
+            continue
+        name, eq, value = word[2:].partition("=")
+        values = [value] if eq else []
+        while not eq and i < len(argv) and not argv[i].startswith("--"):
+            values.append(argv[i])
+            i += 1
+        name = name.replace("-", "_")
+        if name in FIELDS:
+            out[name] = True if not values else _word(values[0]) if len(values) == 1 else [_word(v) for v in values]
+    return out
+
+
 def read_launch(argv: list[str], python: str = sys.executable, env: dict | None = None,
                 timeout: float = 300.0) -> Serving:
     """Parse ``argv`` (the flags of ``sglang.launch_server``) with the installed SGLang in a child.
+
+    Where SGLang is installed but its ``server_args`` cannot be imported here for a module that is not installed
+    (``torchvision`` on a CPU box), the flags are taken as given (:func:`as_given`; ``parsed`` false), and the
+    returned :class:`Serving` says why.
 
     Raises:
         LaunchError: SGLang rejected a flag (its own message), or no SGLang could parse them here.
@@ -182,6 +217,10 @@ def read_launch(argv: list[str], python: str = sys.executable, env: dict | None 
         raise LaunchError(f"SGLang's ServerArgs exited {proc.returncode} without an answer: {tail}")
     got = json.loads(line[len("DDTREE_LAUNCH "):])
     if "import_error" in got:
+        missing = (got.get("missing") or "").split(".")[0]
+        if missing and missing != "sglang":  # SGLang is here; a module its server_args imports is not
+            why = f"SGLang's server_args cannot be imported here ({got['import_error']}); no flag was judged"
+            return Serving(tuple(argv), as_given(argv), False, why, parsed=False)
         raise LaunchError(f"no SGLang to read the launch flags with here ({got['import_error']})")
     if "broken" in got:
         raise LaunchError(f"SGLang could not read the launch flags in this Python ({got['broken']}): a module it "

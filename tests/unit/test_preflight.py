@@ -151,6 +151,16 @@ def test_launch_flags_go_through_a_stand_in_server_args(tmp_path):
     with pytest.raises(launch.LaunchError, match=r"could not read the launch flags in this Python \((ModuleNotFound|"
                                                  r"Import)Error.*sgl_kernel.*the flags themselves were not judged"):
         read_launch(["--model-path", "m"], env=env)  # SGLang's own import, not a flag: never "rejected"
+    (tmp_path / "sglang" / "srt" / "server_args.py").write_text("import torchvision_not_here\n")
+    given = read_launch(["--model-path", "m", "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget=12",
+                         "--disable-cuda-graph", "--cuda-graph-bs", "1", "2", "4", "--tp", "2"], env=env)
+    assert (given.parsed, given.resolved, given.algorithm, given.budget, given.graphs) == (False, False, "DDTREE", 12,
+                                                                                           False)
+    assert given.fields["cuda_graph_bs"] == [1, 2, 4] and "tp" not in given.fields and given.page_size is None
+    assert "torchvision_not_here" in given.unresolved and "no flag was judged" in given.unresolved
+    (tmp_path / "sglang" / "srt" / "server_args.py").write_text("import sglang.srt.not_a_module\n")
+    with pytest.raises(launch.LaunchError, match="no SGLang to read the launch flags with here"):
+        read_launch(["--model-path", "m"], env=env)  # SGLang's own module missing: no SGLang to read them
     script = tmp_path / "serve.sh"
     script.write_text("python -m sglang.launch_server --model-path m \\\n  --speculative-ddtree-budget 8  # field\n")
     assert from_file(script) == ["--model-path", "m", "--speculative-ddtree-budget", "8"]
