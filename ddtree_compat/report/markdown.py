@@ -33,7 +33,9 @@ from .summary import (DISTRIBUTION_HEADER, ENV_HEADER, FAILED, KNOWN_HEADER, MAT
 
 LEGEND = ("✅ all passed · ⚠ no failure, but some cells skipped (their reasons: *Skips by reason*) · ⏭ all skipped "
           "· ❌ a wrong answer, fault or error · 🔶 only failures a known issue expects · ⭐ a pass a known issue did "
-          "not expect · empty: no cell of that kernel and backend on that arch")
+          "not expect · empty: no cell of that kernel and backend on that arch · a `matrix` row ran its kernel, on a "
+          "GPU (its arch's column) or in Triton's interpreter (`interpret`); a `static` row compiled it for each arch, "
+          "on any host")
 
 
 def _mark(counts: Counter) -> str:
