@@ -483,9 +483,13 @@ class CuteDslKernel:
     in_default: Callable[[Spec], bool] | None = None
 
     def state(self, arch: str) -> str:
+        """The state pool dtype (``"fp32"`` / ``"bf16"``) SGLang pairs with this call on ``arch`` (``routed``);
+        bf16 where it never makes the call (the build is then a skip)."""
         return dict(self.routed).get(arch_major(arch), "bf16")
 
     def specs(self, cases: Iterable[VerifyCase], arch: str) -> list[Spec]:
+        """One spec per layer x live width x batch (``cases`` unused: the chains are the widths), constexprs
+        ``B`` (requests), ``T`` (draft tokens each), ``H`` / ``HV`` (key / value heads), ``K`` (head dim), ``state``."""
         out, state = [], self.state(arch)
         tail = f"-{state}" if len({st for _, st in self.routed}) > 1 else ""
         for name, tp in self.layers:
@@ -497,6 +501,7 @@ class CuteDslKernel:
         return out
 
     def job(self, spec: Spec, arch: str, cache_dir: str) -> tuple[Callable, tuple]:
+        """:func:`~ddtree_compat.static.cutedsl_aot.build_gdn` and its arguments (run in the static worker)."""
         return cutedsl_aot.build_gdn, (self.call, spec.constexprs, arch, cache_dir, self.routed)
 
 
