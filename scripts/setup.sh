@@ -29,6 +29,10 @@ pip_install() {  # quiet pip; on failure its last lines and the log's path
   note "pip install $*"
   if ! "$PY" -m pip install -q --disable-pip-version-check --no-warn-conflicts "$@" >>"$LOG" 2>&1; then
     tail -n 15 "$LOG" >&2
+    if grep -q "externally-managed-environment" "$LOG"; then  # PEP 668: Debian's / Ubuntu's own python3
+      echo "setup: $PY is managed by the OS, which refuses pip installs into it: make a virtualenv" \
+        "(python3 -m venv .venv && . .venv/bin/activate) and run set-up again" >&2
+    fi
     echo "setup: pip install $* failed (full output: $LOG)" >&2
     exit 1
   fi
